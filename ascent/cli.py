@@ -1,0 +1,133 @@
+"""`ascent train | eval | list` — the command line.
+
+    ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
+    ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
+    ascent list [advantages|losses|rewards|recipes|tasks|backends]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from ascent.config.loader import ConfigError
+    from ascent.data.tasks import DataError
+    from ascent.registry import UnknownNameError
+    from ascent.rewards.runner import RewardSpecError
+    from ascent.trainer.pipeline import RunDirError
+    from ascent.trainer.rl import TrainingError
+
+    return (ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ascent.config import ConfigError, load_config
+    from ascent.trainer.pipeline import train
+
+    recipes = [a for a in args.items if "=" not in a]
+    overrides = [a for a in args.items if "=" in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    if args.resume:
+        if recipes:
+            raise ConfigError("--resume continues a run with its own config; give only key=value overrides")
+        train(run_dir=Path(args.resume), resume=True, overrides=overrides)
+        return 0
+    train(load_config(recipes[0] if recipes else "default", overrides), overwrite=args.overwrite)
+    return 0
+
+
+def find_config(target: Path) -> tuple[Path, Path]:
+    """(run dir, model folder) for a run directory or a checkpoint folder inside one."""
+    from ascent.trainer.checkpoint import Checkpointer
+
+    if (target / "config.yaml").exists():
+        latest = Checkpointer(target / "checkpoints").latest()
+        model = latest or (target / "warmstart")
+        if not model.exists():
+            raise FileNotFoundError(f"{target} has no checkpoint yet")
+        return target, model
+    for parent in target.resolve().parents:
+        if (parent / "config.yaml").exists():
+            return parent, target
+    raise FileNotFoundError(f"{target} is neither a run directory nor a checkpoint inside one (no config.yaml found)")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    import yaml
+
+    from ascent.config.loader import config_from_dict, merge, parse_overrides
+    from ascent.trainer.checkpoint import load_weights
+    from ascent.trainer.pipeline import evaluate, new_policy, prepare
+
+    run_dir, model_dir = find_config(Path(args.target))
+    cfg = config_from_dict(merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(args.overrides)))
+    run, policy = prepare(cfg, run_dir, {})
+    load_weights(policy.model, model_dir)
+    result = evaluate(run, policy)
+    print(json.dumps({"checkpoint": str(model_dir), **result}, indent=2))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from ascent.algorithms import ADVANTAGES, LOSSES
+    from ascent.config.loader import read_recipe, recipe_names
+    from ascent.data.tasks import TASKS
+    from ascent.rewards import REWARDS
+    from ascent.rollout.engine import ENGINES
+
+    registries = {"advantages": ADVANTAGES, "losses": LOSSES, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
+    kinds = [args.kind] if args.kind else ["advantages", "losses", "rewards", "recipes", "tasks", "backends"]
+    for kind in kinds:
+        print(f"{kind}:")
+        if kind == "recipes":
+            for name in recipe_names():
+                print(f"  {name:<22} {read_recipe(name).get('description', '')}")
+            continue
+        for entry in registries[kind].entries():
+            print(f"  {entry.name:<22} {entry.description}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ascent", description="RL post-training of language models, from a laptop CPU to a GPU cluster.")
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train a recipe (warm start, RL, control)")
+    t.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="a shipped recipe name or YAML path (default: default), then key=value overrides with dotted keys (train.steps=100)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    t.add_argument("--overwrite", action="store_true", help="replace an existing run directory of the same name")
+    t.set_defaults(fn=cmd_train)
+    e = sub.add_parser("eval", help="greedy accuracy and pass@k on the held-out set")
+    e.add_argument("target", help="run directory or checkpoint folder")
+    e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
+    e.set_defaults(fn=cmd_eval)
+    ls = sub.add_parser("list", help="registered components and recipes")
+    ls.add_argument("kind", nargs="?", choices=["advantages", "losses", "rewards", "recipes", "tasks", "backends"])
+    ls.set_defaults(fn=cmd_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or not hasattr(args, "items" if args.command == "train" else "overrides")]
+    if stray:
+        p.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:  # key=value items given after an option
+        getattr(args, "items" if args.command == "train" else "overrides").extend(extra)
+    try:
+        return args.fn(args)
+    except _user_errors() as err:
+        print(f"ascent: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

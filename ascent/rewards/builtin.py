@@ -1,0 +1,57 @@
+"""Built-in reward functions. Signature of every reward: `fn(prompts, completions, **fields) -> list[float | None]`
+(`None`: no opinion on that sample). Fields are the dataset rows' other columns, one list entry per sample.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Optional
+
+from ascent.registry import Registry
+
+REWARDS: Registry = Registry("reward")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+@REWARDS.register("exact_answer")
+def exact_answer(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+    """1 if the completion, stripped, equals the row's `answer` exactly, else 0 (None without an answer)."""
+    if answer is None:
+        return [None] * len(completions)
+    return [None if a is None else float(c.strip() == str(a).strip()) for c, a in zip(completions, answer)]
+
+
+@REWARDS.register("last_number")
+def last_number(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+    """1 if the last number in the completion equals the numeric `answer`, else 0."""
+    if answer is None:
+        return [None] * len(completions)
+    out: list[Optional[float]] = []
+    for c, a in zip(completions, answer):
+        nums = _NUMBER.findall(c.replace(",", ""))
+        try:
+            out.append(float(bool(nums) and abs(float(nums[-1]) - float(str(a).replace(",", ""))) < 1e-6))
+        except ValueError:
+            out.append(None)
+    return out
+
+
+@REWARDS.register("math_verify")
+def math_verify_reward(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+    """1 if math-verify finds the completion's final answer equivalent to the row's `answer` (LaTeX,
+    \\boxed{}, plain numbers and expressions), else 0. The runner's per-call timeout bounds it."""
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns on every call that timeouts are ours
+    if answer is None:
+        return [None] * len(completions)
+    out: list[Optional[float]] = []
+    for c, a in zip(completions, answer):
+        if a is None:
+            out.append(None)
+            continue
+        gold = parse(f"${a}$", parsing_timeout=None)
+        pred = parse(c, parsing_timeout=None)
+        out.append(float(bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None)))
+    return out

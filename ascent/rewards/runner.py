@@ -1,0 +1,148 @@
+"""Score completions with one or several reward functions, robustly.
+
+A reward that raises, hangs past its timeout, returns the wrong number of values, or returns NaN/inf does
+not crash the run: the affected samples are recorded as failed (`valid` false, counted in metrics, the
+first error of each reward logged once with its traceback) and leave the loss.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import importlib
+import importlib.util
+import logging
+import math
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ascent.rewards.builtin import REWARDS
+
+log = logging.getLogger(__name__)
+RewardFn = Callable[..., list]
+
+
+class RewardSpecError(ValueError):
+    """A reward spec that cannot be resolved."""
+
+
+def resolve_reward(spec: str) -> RewardFn:
+    """A registered name, `package.module:function`, or `path/to/file.py:function` -> the callable."""
+    if spec in REWARDS:
+        return REWARDS.get(spec)
+    if ":" not in spec:
+        raise RewardSpecError(f"unknown reward {spec!r}; use a registered name ({', '.join(REWARDS.names())}), package.module:function or file.py:function")
+    target, _, name = spec.rpartition(":")
+    if target.endswith(".py"):
+        path = Path(target)
+        if not path.exists():
+            raise RewardSpecError(f"reward file {target!r} does not exist")
+        mod_spec = importlib.util.spec_from_file_location(f"ascent_user_reward_{path.stem}", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        try:
+            mod_spec.loader.exec_module(module)
+        except Exception as err:
+            raise RewardSpecError(f"reward file {target!r} failed to import: {type(err).__name__}: {err}") from err
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as err:
+            raise RewardSpecError(f"reward module {target!r} cannot be imported: {err}") from err
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise RewardSpecError(f"{target!r} has no callable {name!r}")
+    return fn
+
+
+@dataclass
+class RewardResult:
+    """Scores of N samples."""
+
+    rewards: torch.Tensor
+    """(N,) weighted sum of the rewards that had an opinion; NaN where invalid."""
+    valid: torch.Tensor
+    """(N,) bool: at least one reward scored the sample and none failed on it."""
+    components: torch.Tensor
+    """(N, K) each reward's value (NaN: failed or no opinion)."""
+    stats: dict[str, float] = field(default_factory=dict)
+    """reward/ metrics."""
+
+
+def columns(fields: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Row dicts -> column lists (None where a row lacks the key)."""
+    keys = sorted({k for row in fields for k in row})
+    return {k: [row.get(k) for row in fields] for k in keys}
+
+
+class RewardRunner:
+    """Calls each reward with a per-call timeout and turns failures into recorded, skipped samples."""
+
+    def __init__(self, specs: list[str], weights: list[float] | None = None, timeout_s: float = 60.0) -> None:
+        self.names = list(specs)
+        self.fns = [resolve_reward(s) for s in specs]
+        self.weights = list(weights) if weights is not None else [1.0] * len(specs)
+        self.timeout_s = timeout_s
+        self._reported: set[str] = set()
+        self.failure_log: list[str] = []
+
+    def _fail(self, name: str, message: str) -> None:
+        self.failure_log.append(f"{name}: {message.splitlines()[0] if message else ''}")
+        if name not in self._reported:
+            self._reported.add(name)
+            log.warning("reward %r failed; its samples are skipped (shown once):\n%s", name, message)
+
+    def _call(self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]) -> tuple[list[float], list[bool]]:
+        """One reward's values (NaN: failed or no opinion) and which samples it failed on."""
+        n, name = len(completions), self.names[k]
+        pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"reward-{name}")
+        future = pool.submit(self.fns[k], prompts, completions, **cols)
+        try:
+            values = future.result(timeout=self.timeout_s)
+        except cf.TimeoutError:
+            self._fail(name, f"timed out after {self.timeout_s:g}s (reward_timeout_s); the call is abandoned")
+            return [math.nan] * n, [True] * n
+        except Exception:  # a user function may raise anything; it is recorded, not fatal
+            self._fail(name, traceback.format_exc())
+            return [math.nan] * n, [True] * n
+        finally:
+            pool.shutdown(wait=False)
+        if not isinstance(values, (list, tuple)) or len(values) != n:
+            got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
+            self._fail(name, f"returned {got} values for {n} completions")
+            return [math.nan] * n, [True] * n
+        out, failed = [], []
+        for v in values:
+            try:
+                x = math.nan if v is None else float(v)
+            except (TypeError, ValueError):
+                x = math.inf
+            failed.append(v is not None and not math.isfinite(x))
+            out.append(x if math.isfinite(x) else math.nan)
+        if any(failed):
+            self._fail(name, f"returned {sum(failed)} non-finite or non-numeric values")
+        return out, failed
+
+    def score(self, prompts: list[str], completions: list[str], fields: list[dict[str, Any]]) -> RewardResult:
+        """Score N samples with every reward; weighted sum over the rewards that had an opinion."""
+        cols = columns(fields)
+        before = len(self.failure_log)
+        calls = [self._call(k, prompts, completions, cols) for k in range(len(self.fns))]
+        comps = torch.tensor([c[0] for c in calls], dtype=torch.float32).T.reshape(len(completions), len(self.fns))  # (N, K)
+        failed = torch.tensor([c[1] for c in calls], dtype=torch.bool).T.reshape(len(completions), len(self.fns)).any(-1)  # (N,)
+        has = ~torch.isnan(comps)  # (N, K)
+        w = torch.tensor(self.weights, dtype=torch.float32)
+        total = torch.where(has, comps * w, torch.zeros_like(comps)).sum(-1)  # (N,)
+        valid = has.any(-1) & ~failed
+        total = torch.where(valid, total, torch.full_like(total, math.nan))
+        stats = {
+            "reward/failed_frac": float(failed.float().mean()),
+            "reward/no_opinion_frac": float((~has.any(-1) & ~failed).float().mean()),
+            "reward/errors": float(len(self.failure_log) - before),
+        }
+        for k, name in enumerate(self.names):
+            if len(self.names) > 1 and has[:, k].any():
+                stats[f"reward/{name}"] = float(comps[has[:, k], k].mean())
+        return RewardResult(rewards=total, valid=valid, components=comps, stats=stats)

@@ -1,0 +1,42 @@
+"""Turn prompts + an engine's `Generation` into a right-padded `RolloutBatch`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ascent.rollout.types import Generation, RolloutBatch
+
+
+def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[str, Any]], gen: Generation, n: int, tokenizer, policy_version: int = 0) -> RolloutBatch:
+    """Concatenate each prompt with each of its n completions; masks mark the sampled tokens."""
+    total = len(prompt_ids) * n
+    lengths = gen.lengths.tolist()
+    widths = [len(prompt_ids[i // n]) + lengths[i] for i in range(total)]
+    width = max(widths)
+    input_ids = torch.full((total, width), tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0, dtype=torch.long)
+    attention = torch.zeros((total, width), dtype=torch.long)
+    comp_mask = torch.zeros((total, width), dtype=torch.float32)
+    sampled = torch.zeros((total, width), dtype=torch.float32)
+    for i in range(total):
+        p, c = prompt_ids[i // n], lengths[i]
+        input_ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
+        input_ids[i, len(p): len(p) + c] = gen.tokens[i, :c]
+        attention[i, : len(p) + c] = 1
+        comp_mask[i, len(p): len(p) + c] = 1.0
+        sampled[i, len(p): len(p) + c] = gen.logprobs[i, :c]
+    texts = tokenizer.batch_decode([gen.tokens[i, : lengths[i]].tolist() for i in range(total)], skip_special_tokens=True)
+    return RolloutBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        completion_mask=comp_mask,
+        sampled_logprobs=sampled,
+        group_index=torch.arange(len(prompt_ids)).repeat_interleave(n),
+        finished=gen.finished.cpu(),
+        prompts=[prompts[i // n] for i in range(total)],
+        completions=texts,
+        fields=[fields[i // n] for i in range(total)],
+        policy_version=policy_version,
+        stats={"rollout/completion_tokens": float(sum(lengths)), "rollout/completion_len_mean": sum(lengths) / max(total, 1), "rollout/truncated_frac": float((~gen.finished).float().mean())},
+    )

@@ -1,0 +1,40 @@
+"""Token sampling from logits: temperature, top-k, top-p; returns the sampled ids and their log-probs."""
+
+from __future__ import annotations
+
+import torch
+
+from ascent.rollout.types import SamplingSettings
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Set logits outside the top-k / nucleus (top-p) to -inf. logits: (B, V)."""
+    if top_k > 0 and top_k < logits.shape[-1]:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        cum = probs.cumsum(-1)
+        drop = (cum - probs) > top_p  # keep the smallest prefix whose mass reaches top_p
+        sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+        logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+    return logits
+
+
+def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample one token per row of `logits` (B, V). Returns (ids (B,), log-probs (B,)).
+
+    The log-prob is that of the temperature-scaled, untruncated distribution, which is what the learner
+    recomputes; temperature 0 is greedy (log-prob at temperature 1).
+    """
+    logits = logits.float()
+    if s.temperature == 0:
+        ids = logits.argmax(-1)  # (B,)
+        logp = torch.log_softmax(logits, -1)
+        return ids, logp.gather(-1, ids[:, None]).squeeze(-1)
+    scaled = logits / s.temperature if s.temperature != 1.0 else logits
+    logp = torch.log_softmax(scaled, -1)  # (B, V)
+    probs = torch.softmax(filter_logits(scaled, s.top_k, s.top_p), -1) if (s.top_k or s.top_p < 1.0) else logp.exp()
+    ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+    return ids, logp.gather(-1, ids[:, None]).squeeze(-1)

@@ -1,0 +1,84 @@
+"""Records that flow out of the rollout stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """What the engine needs to sample (no model config, no trainer state)."""
+
+    max_new_tokens: int
+    eos_id: int
+    pad_id: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+
+
+@dataclass
+class Generation:
+    """Raw engine output for N = prompts x samples sequences, in prompt-major order (prompt p's samples
+    are rows p*n .. p*n+n-1)."""
+
+    tokens: torch.Tensor
+    """(N, max_new) long: sampled ids, pad after the end."""
+    logprobs: torch.Tensor
+    """(N, max_new) float32: log-prob of each sampled token at sampling time (temperature-scaled)."""
+    lengths: torch.Tensor
+    """(N,) long: sampled tokens per sequence (EOS included)."""
+    finished: torch.Tensor
+    """(N,) bool: the sequence ended with EOS (False: cut at max_new_tokens)."""
+
+
+@dataclass
+class RolloutBatch:
+    """Prompts + completions, right-padded, with everything the later stages need. N sequences, T positions."""
+
+    input_ids: torch.Tensor
+    """(N, T) long: prompt then completion, right-padded."""
+    attention_mask: torch.Tensor
+    """(N, T) long: 1 on real tokens."""
+    completion_mask: torch.Tensor
+    """(N, T) float: 1 on sampled tokens (these and only these enter the loss)."""
+    sampled_logprobs: torch.Tensor
+    """(N, T) float32: sampling-time log-probs, aligned with input_ids; 0 off the completion."""
+    group_index: torch.Tensor
+    """(N,) long: the prompt each sequence answers (0..P-1)."""
+    finished: torch.Tensor
+    """(N,) bool: ended with EOS."""
+    prompts: list[str]
+    """(N) prompt text per sequence."""
+    completions: list[str]
+    """(N) decoded completion per sequence (special tokens removed)."""
+    fields: list[dict[str, Any]]
+    """(N) the dataset row's other fields per sequence (they reach reward functions)."""
+    policy_version: int = 0
+    """Learner step whose weights produced this batch."""
+    stats: dict[str, float] = field(default_factory=dict)
+    """Timing and token counts (rollout/ namespace)."""
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, idx: torch.Tensor) -> "RolloutBatch":
+        """The sub-batch of rows `idx` (1-D long), trimmed to its longest sequence."""
+        width = int(self.attention_mask[idx].sum(-1).max()) if len(idx) else 1
+        pick = lambda xs: [xs[int(i)] for i in idx]  # noqa: E731
+        return RolloutBatch(
+            input_ids=self.input_ids[idx, :width],
+            attention_mask=self.attention_mask[idx, :width],
+            completion_mask=self.completion_mask[idx, :width],
+            sampled_logprobs=self.sampled_logprobs[idx, :width],
+            group_index=self.group_index[idx],
+            finished=self.finished[idx],
+            prompts=pick(self.prompts),
+            completions=pick(self.completions),
+            fields=pick(self.fields),
+            policy_version=self.policy_version,
+            stats=dict(self.stats),
+        )

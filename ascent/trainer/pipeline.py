@@ -1,0 +1,251 @@
+"""A whole run: warm start -> evaluate -> RL -> evaluate -> control -> summary, resumable phase by phase.
+
+Run directory: config.yaml, state.json (finished phases and their results), metrics.jsonl, warmstart/
+(HF model), checkpoints/step_N/ (HF model + trainer_state.pt), summary.json, curves.png.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+import yaml
+
+from ascent.config.loader import config_from_dict, derived, to_dict
+from ascent.config.schema import OptimConfig, RunConfig
+from ascent.data.prompts import PromptEncoder
+from ascent.data.tasks import TaskData, load_task
+from ascent.logging.metrics import MetricsLogger, console
+from ascent.logging.plots import plot_curves
+from ascent.logging.progress import progress_bar
+from ascent.policy.model import Policy, build_policy, count_parameters
+from ascent.rewards.runner import RewardRunner
+from ascent.rollout.engine import make_engine
+from ascent.rollout.types import SamplingSettings
+from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
+from ascent.trainer.evaluate import Evaluator
+from ascent.trainer.rl import RLParts, RLTrainer
+from ascent.trainer.sft import SFTRun
+
+
+class RunDirError(ValueError):
+    """The run directory cannot be used as asked."""
+
+
+@dataclass
+class Run:
+    """Everything built once for a run."""
+
+    cfg: RunConfig
+    dir: Path
+    task: TaskData
+    encoder: PromptEncoder
+    rewards: RewardRunner
+    settings: SamplingSettings
+    evaluator: Evaluator
+    logger: MetricsLogger
+    state: dict[str, Any]
+
+    def save_state(self) -> None:
+        write_text_atomic(self.dir / "state.json", json.dumps(self.state, indent=2))
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def new_policy(cfg: RunConfig, task: TaskData) -> Policy:
+    """The policy the config describes (seeded init for scratch models)."""
+    return build_policy(cfg.model, task.tokenizer, cfg.seed)
+
+
+def reward_specs(cfg: RunConfig, task: TaskData) -> list[str]:
+    specs = [cfg.reward] if isinstance(cfg.reward, str) else list(cfg.reward)
+    return [task.reward if s == "auto" else s for s in specs]
+
+
+def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, Policy]:
+    """Build task, policy, encoder, rewards and evaluator for `cfg`."""
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed)
+    task = load_task(cfg.data, cfg.seed)
+    policy = new_policy(cfg, task)
+    encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
+    r = cfg.rollout
+    settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k)
+    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
+    evaluator = Evaluator(task.eval, encoder, make_engine(r.backend), rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
+    logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
+    return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state), policy
+
+
+def print_header(run: Run, policy: Policy) -> None:
+    from rich.table import Table
+
+    console.print(f"[bold]ascent[/bold] run [cyan]{run.dir}[/cyan]")
+    console.print(yaml.safe_dump(to_dict(run.cfg), sort_keys=False).rstrip())
+    table = Table(title="derived quantities", show_header=False)
+    for k, v in derived(run.cfg).__dict__.items():
+        table.add_row(k.replace("_", " "), str(v))
+    table.add_row("model parameters", f"{count_parameters(policy.model):,}")
+    table.add_row("trainable parameters", f"{count_parameters(policy.model, trainable_only=True):,}")
+    table.add_row("train / eval rows", f"{len(run.task.train)} / {len(run.task.eval)}")
+    console.print(table)
+
+
+def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
+    return run.evaluator(policy, run.cfg.eval.pass_k if pass_k else 0, run.cfg.rollout.temperature or 1.0, run.cfg.seed)
+
+
+def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
+    """Warm start or control: imitate the teacher for `steps` optimizer steps."""
+    if run.task.teacher is None:
+        raise RunDirError(f"the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")
+    job = SFTRun(policy, run.task.train, run.task.teacher, run.encoder, optim, steps, run.cfg.warmstart.batch_size, run.cfg.train.micro_batch_size, run.cfg.seed + (1 if phase == "control" else 0))
+    with progress_bar(phase, steps, run.cfg.logging.progress) as bar:
+        def on_step(step: int, m: dict[str, float]) -> None:
+            run.logger.log(phase, step, m)
+            bar.update(step, m)
+        job.run(on_step, lambda: evaluate(run, policy, pass_k=False), eval_every)
+
+
+def warmstart(run: Run, policy: Policy) -> None:
+    """Train (or reload) the warm-start checkpoint."""
+    folder = run.dir / "warmstart"
+    if run.state.get("warmstart_done"):
+        load_weights(policy.model, folder)
+        return
+    t0 = time.perf_counter()
+    run.logger.truncate_after("warmstart", 0)
+    sft_phase(run, policy, "warmstart", run.cfg.warmstart.steps, run.cfg.warmstart.optim, run.cfg.warmstart.eval_every)
+    save_folder_atomic(folder, policy.save)
+    run.state.update(warmstart_done=True, warmstart_seconds=time.perf_counter() - t0)
+    run.save_state()
+
+
+def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> bool:
+    """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken."""
+    cfg = run.cfg
+    parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)
+    trainer = RLTrainer(cfg, parts)
+    ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
+    latest = ckpt.latest() if resume else None
+    if latest is not None:
+        load_weights(policy.model, latest)
+        trainer.load_state_dict(Checkpointer.load_state(latest))
+        console.print(f"resumed RL from {latest} (step {trainer.step_count})")
+    run.logger.truncate_after("rl", trainer.step_count)
+    t0, before = time.perf_counter(), run.state.get("rl_seconds", 0.0)
+    with progress_bar("rl", cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
+        def on_step(step: int, m: dict[str, float]) -> None:
+            if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step < cfg.train.steps:
+                m.update({f"eval/{k}": v for k, v in evaluate(run, policy, pass_k=False).items()})
+            run.logger.log("rl", step, m)
+            bar.update(step, m)
+            if (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0) or step == cfg.train.steps or step == stop_at:
+                run.state["rl_seconds"] = before + time.perf_counter() - t0
+                ckpt.save(step, policy, trainer.state_dict())
+                run.save_state()
+        trainer.fit(on_step, stop_at)
+    return trainer.step_count >= cfg.train.steps
+
+
+def control_phase(run: Run) -> dict[str, float]:
+    """Continued imitation from the warm start for as many optimizer steps as RL took."""
+    policy = new_policy(run.cfg, run.task)
+    load_weights(policy.model, run.dir / "warmstart")
+    steps = derived(run.cfg).total_rl_optimizer_steps
+    optim = replace(run.cfg.train.optim, lr=run.cfg.control.lr or run.cfg.train.optim.lr)
+    sft_phase(run, policy, "control", steps, optim, run.cfg.train.eval_every)
+    return evaluate(run, policy)
+
+
+def open_run(cfg: RunConfig | None, run_dir: Path | None, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None) -> RunConfig:
+    """Check the run directory; on resume read its config.yaml (with overrides applied)."""
+    from ascent.config.loader import merge, parse_overrides
+
+    if resume:
+        if not (run_dir / "config.yaml").exists():
+            raise RunDirError(f"{run_dir} is not a run directory (no config.yaml); start a run with `ascent train RECIPE`")
+        raw = merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(overrides or []))
+        return config_from_dict(raw)
+    if (run_dir / "state.json").exists():
+        if not overwrite:
+            raise RunDirError(f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, start over with --overwrite, or choose another name=...")
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    return cfg
+
+
+def train(cfg: RunConfig | None = None, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False, stop_at: Optional[int] = None, overrides: Optional[list[str]] = None) -> dict[str, Any] | None:
+    """Run (or resume) the whole pipeline. Returns the summary, or None when stopped at `stop_at`."""
+    run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
+    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
+    state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
+    t0, wall_before = time.perf_counter(), state.get("wall_seconds", 0.0)
+    run, policy = prepare(cfg, run_dir, state)
+    print_header(run, policy)
+    if cfg.warmstart.steps:
+        warmstart(run, policy)
+    if "before" not in run.state:
+        run.state["before"] = evaluate(run, policy)
+        run.save_state()
+    if not rl_phase(run, policy, resume, stop_at):
+        run.state["wall_seconds"] = wall_before + time.perf_counter() - t0
+        run.save_state()
+        return None
+    run.state["after"] = evaluate(run, policy)
+    if cfg.control.enabled:
+        t1 = time.perf_counter()
+        run.state["control"] = control_phase(run)
+        run.state["control_seconds"] = time.perf_counter() - t1
+    run.state["wall_seconds"] = wall_before + time.perf_counter() - t0
+    run.save_state()
+    return finish(run)
+
+
+def finish(run: Run) -> dict[str, Any]:
+    """summary.json, curves.png and the side-by-side table."""
+    s, cfg = run.state, run.cfg
+    summary: dict[str, Any] = {"name": cfg.name, "seed": cfg.seed, "steps": cfg.train.steps, "wall_seconds": round(s["wall_seconds"], 2)}
+    summary["accuracy_before_rl"] = s["before"]["accuracy"]
+    summary["accuracy_after_rl"] = s["after"]["accuracy"]
+    if "control" in s:
+        summary["accuracy_sft_continued"] = s["control"]["accuracy"]
+    for phase, key in (("before", "before_rl"), ("after", "after_rl"), ("control", "sft_continued")):
+        for metric, value in s.get(phase, {}).items():
+            if metric.startswith("pass@"):
+                summary[f"{metric}_{key}"] = value
+    for key in ("warmstart_seconds", "rl_seconds", "control_seconds"):
+        if key in s:
+            summary[key] = round(s[key], 2)
+    summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / max(1, cfg.train.steps), 4)
+    write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
+    plot_curves(run.logger.path, run.dir / "curves.png")
+    run.logger.close()
+    print_summary(summary)
+    return summary
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="held-out accuracy (greedy)")
+    cols = [("before RL (warm start)", "before_rl"), ("after RL", "after_rl"), ("SFT continued (control)", "sft_continued")]
+    present = [(label, key) for label, key in cols if f"accuracy_{key}" in summary]
+    for label, _ in present:
+        table.add_column(label, justify="right")
+    table.add_row(*[f"{summary[f'accuracy_{key}']:.3f}" for _, key in present])
+    console.print(table)
+    console.print(f"wall {summary['wall_seconds']:.1f}s; summary in summary.json")

@@ -1,0 +1,130 @@
+"""The RL loop. `RLTrainer.step` is the whole algorithm: sample prompts -> rollouts -> rewards ->
+advantages -> policy update, each a registered, swappable piece connected by typed records."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from ascent.algorithms import ADVANTAGES, AdvantageInput
+from ascent.config.schema import RunConfig
+from ascent.data.prompts import PromptEncoder
+from ascent.data.sampler import RowSampler
+from ascent.policy.model import Policy
+from ascent.rewards.runner import RewardResult, RewardRunner
+from ascent.rollout.batch import assemble
+from ascent.rollout.engine import RolloutEngine
+from ascent.rollout.types import RolloutBatch, SamplingSettings
+from ascent.trainer.checkpoint import rng_state, set_rng_state
+from ascent.trainer.learner import Learner
+
+log = logging.getLogger(__name__)
+
+
+class TrainingError(RuntimeError):
+    """The run cannot go on (every reward failed, too many NaN losses in a row)."""
+
+
+@dataclass
+class RLParts:
+    """The stages the trainer connects."""
+
+    policy: Policy
+    rows: list[dict[str, Any]]
+    encoder: PromptEncoder
+    engine: RolloutEngine
+    rewards: RewardRunner
+    settings: SamplingSettings
+
+
+class RLTrainer:
+    """GRPO-family training: one short `step`, plus resumable state."""
+
+    def __init__(self, cfg: RunConfig, parts: RLParts) -> None:
+        self.cfg, self.parts = cfg, parts
+        self.advantage = ADVANTAGES.get(cfg.algorithm.advantage)
+        total_opt = cfg.train.steps * cfg.algorithm.ppo_epochs * cfg.algorithm.mini_batches
+        self.learner = Learner(parts.policy, cfg.algorithm, cfg.train.optim, total_opt, cfg.train.micro_batch_size, cfg.rollout.temperature, cfg.rollout.max_new_tokens)
+        self.sampler = RowSampler(len(parts.rows), cfg.seed)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.step_count, self.bad_steps = 0, 0
+        self._prompt_ids: dict[int, list[int]] = {}
+
+    def step(self) -> dict[str, float]:
+        """One RL step; returns its metrics."""
+        t0 = time.perf_counter()
+        batch = self.rollout(self.sampler.next(self.cfg.train.prompts_per_step))
+        t1 = time.perf_counter()
+        scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.fields)
+        self.check_rewards(scores)
+        t2 = time.perf_counter()
+        adv = self.advantage(AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask), self.cfg.algorithm)  # (N, T)
+        update = self.learner.update(batch, adv, scores.valid)
+        self.check_update(update)
+        t3 = time.perf_counter()
+        self.step_count += 1
+        times = {"time/rollout": t1 - t0, "time/reward": t2 - t1, "time/update": t3 - t2, "time/step": t3 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(t1 - t0, 1e-9)}
+        return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **update, **times}
+
+    def rollout(self, indices: list[int]) -> RolloutBatch:
+        """Sample `samples_per_prompt` completions for each row index."""
+        rows = [self.parts.rows[i] for i in indices]
+        ids = [self._encode(i) for i in indices]
+        n = self.cfg.rollout.samples_per_prompt
+        self.parts.policy.model.eval()
+        gen = self.parts.engine.generate(self.parts.policy.model, ids, n, self.parts.settings, self.generator)
+        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
+        return assemble([r["prompt"] for r in rows], ids, fields, gen, n, self.parts.policy.tokenizer, self.step_count)
+
+    def _encode(self, i: int) -> list[int]:
+        if i not in self._prompt_ids:
+            self._prompt_ids[i] = self.parts.encoder(self.parts.rows[i]["prompt"])
+        return self._prompt_ids[i]
+
+    def check_rewards(self, scores: RewardResult) -> None:
+        if not bool(scores.valid.any()):
+            last = self.parts.rewards.failure_log[-1] if self.parts.rewards.failure_log else "every reward returned None"
+            raise TrainingError(f"step {self.step_count + 1}: every sample's reward failed ({last}); fix the reward function (see the traceback above) and resume with --resume")
+
+    def check_update(self, update: dict[str, float]) -> None:
+        if update.get("loss/skipped_steps", 0.0) > 0:
+            self.bad_steps += 1
+            log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)", self.step_count + 1, self.bad_steps)
+            if self.bad_steps >= self.cfg.train.max_bad_steps:
+                raise TrainingError(f"{self.bad_steps} steps in a row had a NaN/inf loss (train.max_bad_steps={self.cfg.train.max_bad_steps}); lower train.optim.lr or check the rewards")
+        else:
+            self.bad_steps = 0
+
+    def fit(self, on_step: Callable[[int, dict[str, float]], None], stop_at: Optional[int] = None) -> None:
+        """Run until train.steps (or `stop_at`), calling on_step(step, metrics) after each step."""
+        end = min(self.cfg.train.steps, stop_at) if stop_at is not None else self.cfg.train.steps
+        while self.step_count < end:
+            metrics = self.step()
+            on_step(self.step_count, metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.step_count, self.bad_steps = state["step"], state["bad_steps"]
+        self.sampler.load_state_dict(state["sampler"])
+        self.generator.set_state(state["generator"])
+        self.learner.load_state_dict(state["learner"])
+        set_rng_state(state["rng"])
+
+
+def reward_stats(scores: RewardResult, batch: RolloutBatch) -> dict[str, float]:
+    """reward/mean, reward/std and the share of groups whose rewards are all equal (no signal)."""
+    r, valid = scores.rewards, scores.valid
+    out = {"reward/mean": float(r[valid].mean()) if valid.any() else float("nan"), "reward/std": float(r[valid].std()) if valid.sum() > 1 else 0.0}
+    groups = batch.group_index
+    flat = 0
+    for g in torch.unique(groups):
+        vals = r[(groups == g) & valid]
+        flat += int(vals.numel() > 0 and bool((vals == vals[0]).all()))
+    out["reward/zero_std_groups_frac"] = flat / max(1, len(torch.unique(groups)))
+    return out

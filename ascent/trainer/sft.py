@@ -1,0 +1,83 @@
+"""Supervised fine-tuning on a teacher's demonstrations: the warm start and the continued-imitation control.
+
+The loss is the token-mean negative log-likelihood of the demonstration completion (EOS included),
+through the same `aggregate` as the policy losses.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from ascent.algorithms.aggregate import aggregate
+from ascent.config.schema import OptimConfig
+from ascent.data.prompts import PromptEncoder
+from ascent.data.sampler import RowSampler
+from ascent.data.tasks import Teacher
+from ascent.policy.model import Policy, token_logprobs
+from ascent.rollout.batch import assemble
+from ascent.rollout.types import Generation, RolloutBatch
+from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
+
+
+def demonstration_batch(rows: list[dict[str, Any]], teacher: Teacher, encoder: PromptEncoder, rng: random.Random, tokenizer) -> RolloutBatch:
+    """Prompts + the teacher's completions as a RolloutBatch (completion_mask marks the imitated tokens)."""
+    prompt_ids = [encoder(r["prompt"]) for r in rows]
+    completions = [encoder.completion(teacher(r, rng)) for r in rows]
+    width = max(len(c) for c in completions)
+    tokens = torch.full((len(rows), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+    for i, c in enumerate(completions):
+        tokens[i, : len(c)] = torch.tensor(c)
+    gen = Generation(tokens=tokens, logprobs=torch.zeros(tokens.shape), lengths=torch.tensor([len(c) for c in completions]), finished=torch.ones(len(rows), dtype=torch.bool))
+    return assemble([r["prompt"] for r in rows], prompt_ids, [{} for _ in rows], gen, 1, tokenizer)
+
+
+def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tuple[float, bool]:
+    """Backward of the token-mean NLL over the batch, in micro-batches. Returns (loss, finite)."""
+    num_tokens = float(batch.completion_mask.sum())
+    total = 0.0
+    for i in range(0, len(batch), micro_batch_size):
+        sl = slice(i, i + micro_batch_size)
+        logp = token_logprobs(policy.model, batch.input_ids[sl], batch.attention_mask[sl])  # (n, T)
+        loss = aggregate(-logp, batch.completion_mask[sl], "token-mean", num_tokens=num_tokens)
+        if not torch.isfinite(loss):
+            return float("nan"), False
+        loss.backward()
+        total += float(loss.detach())
+    return total, True
+
+
+@dataclass
+class SFTRun:
+    """A supervised phase: `steps` optimizer steps of `batch_size` demonstrations."""
+
+    policy: Policy
+    rows: list[dict[str, Any]]
+    teacher: Teacher
+    encoder: PromptEncoder
+    optim: OptimConfig
+    steps: int
+    batch_size: int
+    micro_batch_size: int
+    seed: int
+
+    def run(self, on_step: Callable[[int, dict[str, float]], None], evaluate: Optional[Callable[[], dict[str, float]]] = None, eval_every: int = 0) -> None:
+        """Train; call on_step(step, metrics) after each step (with eval/ metrics every `eval_every`)."""
+        sampler, rng = RowSampler(len(self.rows), self.seed), random.Random(self.seed)
+        optimizer = make_optimizer(self.policy.model, self.optim)
+        scheduler = make_scheduler(optimizer, self.optim, self.steps)
+        for step in range(1, self.steps + 1):
+            self.policy.model.train()
+            batch = demonstration_batch([self.rows[i] for i in sampler.next(self.batch_size)], self.teacher, self.encoder, rng, self.policy.tokenizer)
+            loss, finite = nll_loss(self.policy, batch, self.micro_batch_size)
+            if not finite:
+                optimizer.zero_grad(set_to_none=True)
+            lr = scheduler.get_last_lr()[0]
+            norm, stepped = clip_and_step(self.policy.model, optimizer, scheduler, self.optim.grad_clip) if finite else (float("nan"), False)
+            metrics = {"loss/nll": loss, "loss/grad_norm": norm, "optim/lr": lr, "loss/skipped": float(not stepped)}
+            if evaluate is not None and eval_every and (step % eval_every == 0 or step == self.steps):
+                metrics.update({f"eval/{k}": v for k, v in evaluate().items()})
+            on_step(step, metrics)

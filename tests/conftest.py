@@ -1,0 +1,35 @@
+"""Shared fixtures: tiny models and tokenizers built locally (no downloads)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from ascent.policy.model import Policy
+from ascent.policy.tokenizer import char_tokenizer
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    return char_tokenizer("0123456789+= ")
+
+
+def tiny_qwen(tokenizer, seed: int = 0, hidden: int = 32, layers: int = 2, tie: bool = True) -> Qwen2ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=tie, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+@pytest.fixture
+def tiny_policy(tokenizer) -> Policy:
+    return Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer)
+
+
+@pytest.fixture
+def uniform_policy(tokenizer) -> Policy:
+    """A real HF model whose output logits are all zero: every token has probability 1/V."""
+    model = tiny_qwen(tokenizer, tie=False)
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    return Policy(model=model, tokenizer=tokenizer)
