@@ -18,7 +18,9 @@ ADVANTAGES: Registry = Registry("advantage estimator")
 def group_moments(values: torch.Tensor, group_index: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sample (count, mean, unbiased std) of its group's valid values; each (N,).
 
-    Groups with one valid sample get std 0.
+    Groups with one valid sample get std 0, and so do groups whose valid values are all equal: their
+    mean is set to that value exactly, so r - mean is exactly 0 (float32 rounding of e.g. 0.7 would
+    otherwise leave a 1e-8 std that the GRPO division blows up).
     """
     groups = int(group_index.max()) + 1 if group_index.numel() else 0
     w = valid.to(values.dtype)  # (N,)
@@ -29,7 +31,12 @@ def group_moments(values: torch.Tensor, group_index: torch.Tensor, valid: torch.
     dev = (v - mean[group_index]) * w
     sq = torch.zeros(groups, dtype=values.dtype).index_add_(0, group_index, dev * dev)
     std = torch.sqrt(sq / (count - 1.0).clamp(min=1.0))
-    std = torch.where(count > 1, std, torch.zeros_like(std))
+    big = torch.finfo(values.dtype).max
+    lo = torch.full((groups,), big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, big)), "amin")
+    hi = torch.full((groups,), -big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, -big)), "amax")
+    flat = (lo == hi) & (count > 0)
+    mean = torch.where(flat, lo, mean)
+    std = torch.where((count > 1) & ~flat, std, torch.zeros_like(std))
     return count[group_index], mean[group_index], std[group_index]
 
 

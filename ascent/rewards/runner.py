@@ -7,11 +7,12 @@ first error of each reward logged once with its traceback) and leave the loss.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import importlib
 import importlib.util
 import logging
 import math
+import queue
+import threading
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,26 @@ def resolve_reward(spec: str) -> RewardFn:
     return fn
 
 
+def call_with_timeout(fn: Callable, timeout_s: float, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """Run fn in a daemon thread: ("ok", result), ("error", traceback text) or ("timeout", None).
+
+    A daemon thread, so a reward that never returns cannot keep the process from exiting.
+    """
+    box: queue.Queue = queue.Queue(maxsize=1)
+
+    def target() -> None:
+        try:
+            box.put(("ok", fn(*args, **kwargs)))
+        except BaseException:  # noqa: BLE001 - everything a user function raises is recorded
+            box.put(("error", traceback.format_exc()))
+
+    threading.Thread(target=target, name=f"reward-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    try:
+        return box.get(timeout=timeout_s)
+    except queue.Empty:
+        return "timeout", None
+
+
 @dataclass
 class RewardResult:
     """Scores of N samples."""
@@ -89,7 +110,7 @@ class RewardRunner:
         self.failure_log: list[str] = []
 
     def _fail(self, name: str, message: str) -> None:
-        self.failure_log.append(f"{name}: {message.splitlines()[0] if message else ''}")
+        self.failure_log.append(f"{name}: {message.strip().splitlines()[-1] if message.strip() else 'failed'}")
         if name not in self._reported:
             self._reported.add(name)
             log.warning("reward %r failed; its samples are skipped (shown once):\n%s", name, message)
@@ -97,18 +118,13 @@ class RewardRunner:
     def _call(self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]) -> tuple[list[float], list[bool]]:
         """One reward's values (NaN: failed or no opinion) and which samples it failed on."""
         n, name = len(completions), self.names[k]
-        pool = cf.ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"reward-{name}")
-        future = pool.submit(self.fns[k], prompts, completions, **cols)
-        try:
-            values = future.result(timeout=self.timeout_s)
-        except cf.TimeoutError:
+        status, values = call_with_timeout(self.fns[k], self.timeout_s, prompts, completions, **cols)
+        if status == "timeout":
             self._fail(name, f"timed out after {self.timeout_s:g}s (reward_timeout_s); the call is abandoned")
             return [math.nan] * n, [True] * n
-        except Exception:  # a user function may raise anything; it is recorded, not fatal
-            self._fail(name, traceback.format_exc())
+        if status == "error":
+            self._fail(name, values)
             return [math.nan] * n, [True] * n
-        finally:
-            pool.shutdown(wait=False)
         if not isinstance(values, (list, tuple)) or len(values) != n:
             got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
             self._fail(name, f"returned {got} values for {n} completions")

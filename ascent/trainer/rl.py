@@ -59,8 +59,9 @@ class RLTrainer:
         t0 = time.perf_counter()
         batch = self.rollout(self.sampler.next(self.cfg.train.prompts_per_step))
         t1 = time.perf_counter()
+        errors_before = len(self.parts.rewards.failure_log)
         scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.fields)
-        self.check_rewards(scores)
+        self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
         t2 = time.perf_counter()
         adv = self.advantage(AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask), self.cfg.algorithm)  # (N, T)
         update = self.learner.update(batch, adv, scores.valid)
@@ -85,9 +86,9 @@ class RLTrainer:
             self._prompt_ids[i] = self.parts.encoder(self.parts.rows[i]["prompt"])
         return self._prompt_ids[i]
 
-    def check_rewards(self, scores: RewardResult) -> None:
+    def check_rewards(self, scores: RewardResult, errors: list[str]) -> None:
         if not bool(scores.valid.any()):
-            last = self.parts.rewards.failure_log[-1] if self.parts.rewards.failure_log else "every reward returned None"
+            last = errors[-1] if errors else "every reward returned None (no opinion)"
             raise TrainingError(f"step {self.step_count + 1}: every sample's reward failed ({last}); fix the reward function (see the traceback above) and resume with --resume")
 
     def check_update(self, update: dict[str, float]) -> None:
