@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(BIN)/ascent train default
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) runs compare
