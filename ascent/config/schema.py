@@ -83,8 +83,9 @@ class DataConfig:
 class RolloutConfig:
     """How completions are sampled."""
 
-    backend: Literal["ascent", "hf"] = "ascent"
-    """ascent: the project's engine (shared prompt prefill, KV cache); hf: `model.generate`."""
+    backend: Literal["ascent", "cached", "hf"] = "ascent"
+    """ascent: the project's functional decoder (preallocated KV cache, shared prompt prefill, finished rows
+    leave the batch); cached: the same scheme through the HF forward (any causal LM); hf: `model.generate`."""
     samples_per_prompt: int = 8
     """Completions per prompt (the group size G)."""
     max_new_tokens: int = 8
@@ -95,6 +96,8 @@ class RolloutConfig:
     """Nucleus sampling mass (1: off). Truncation biases the importance ratio."""
     top_k: int = 0
     """Sample among the k most likely tokens (0: off)."""
+    ignore_eos: bool = False
+    """Always generate max_new_tokens (EOS does not end a sequence); for fixed-length benchmarks."""
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,15 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
-def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None, rows: torch.Tensor | None = None, total: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of `logits` (B, V). Returns (ids (B,), log-probs (B,)).
 
     The log-prob is that of the temperature-scaled, untruncated distribution, which is what the learner
     recomputes; temperature 0 is greedy (log-prob at temperature 1).
+
+    Sampling is by inverse CDF with one uniform draw per sequence of the whole rollout (`total` of them,
+    row b using draw `rows[b]`), so which sequences are still in the batch never changes what any
+    sequence samples: engines that drop or reorder rows stay reproducible and comparable.
     """
     logits = logits.float()
     if s.temperature == 0:
@@ -36,5 +40,8 @@ def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Ge
     scaled = logits / s.temperature if s.temperature != 1.0 else logits
     logp = torch.log_softmax(scaled, -1)  # (B, V)
     probs = torch.softmax(filter_logits(scaled, s.top_k, s.top_p), -1) if (s.top_k or s.top_p < 1.0) else logp.exp()
-    ids = torch.multinomial(probs, 1, generator=generator).squeeze(-1)  # (B,)
+    rows = torch.arange(logits.shape[0]) if rows is None else rows
+    u = torch.rand(total or logits.shape[0], generator=generator, dtype=torch.float64)[rows]  # (B,)
+    cdf = probs.double().cumsum(-1)  # (B, V)
+    ids = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1).clamp(max=logits.shape[-1] - 1)  # (B,)
     return ids, logp.gather(-1, ids[:, None]).squeeze(-1)

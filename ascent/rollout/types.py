@@ -18,6 +18,8 @@ class SamplingSettings:
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 0
+    ignore_eos: bool = False
+    """Keep sampling after EOS (fixed-length benchmarks); EOS is then an ordinary token."""
 
 
 @dataclass

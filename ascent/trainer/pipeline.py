@@ -82,7 +82,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     policy = new_policy(cfg, task)
     encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
     r = cfg.rollout
-    settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k)
+    settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos)
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
     evaluator = Evaluator(task.eval, encoder, make_engine(r.backend), rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard)

@@ -23,7 +23,7 @@ def settings(tokenizer, **kw):
     return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 6), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
 
 
-@pytest.mark.parametrize("backend", ["ascent", "hf"])
+@pytest.mark.parametrize("backend", ["ascent", "cached", "hf"])
 def test_seeded_sampling_is_reproducible(backend, tiny_policy, tokenizer):
     engine, s = make_engine(backend), settings(tokenizer)
     a = engine.generate(tiny_policy.model, ids_of(tokenizer), 4, s, torch.Generator().manual_seed(3))
@@ -43,7 +43,7 @@ def test_greedy_is_deterministic_and_equals_hf_generate(tiny_policy, tokenizer):
     assert torch.equal(ours.lengths, hf.lengths)
 
 
-@pytest.mark.parametrize("backend", ["ascent", "hf"])
+@pytest.mark.parametrize("backend", ["ascent", "cached", "hf"])
 def test_uniform_model_logprobs_and_max_length(backend, uniform_policy, tokenizer):
     vocab = len(tokenizer)
     s = settings(tokenizer, max_new_tokens=5)
@@ -63,19 +63,20 @@ def test_uniform_model_logprobs_and_max_length(backend, uniform_policy, tokenize
             assert n == 5
 
 
-def test_eos_stops_sequences(uniform_policy, tokenizer):
+@pytest.mark.parametrize("backend", ["cached", "hf"])  # the hook acts on lm_head, which the fast decoder reads directly
+def test_eos_stops_sequences(backend, uniform_policy, tokenizer):
     """Bias the model towards EOS (p = e^2 / (e^2 + 16) per step): lengths are geometric with mean 1/p."""
     model = uniform_policy.model
     bias = torch.nn.functional.one_hot(torch.tensor(tokenizer.eos_token_id), len(tokenizer)).float() * 2.0
     hook = model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
-    gen = make_engine("ascent").generate(model, ids_of(tokenizer), 64, settings(tokenizer, max_new_tokens=40), torch.Generator().manual_seed(0))
+    gen = make_engine(backend).generate(model, ids_of(tokenizer), 64, settings(tokenizer, max_new_tokens=40), torch.Generator().manual_seed(0))
     hook.remove()
     p = math.exp(2) / (math.exp(2) + len(tokenizer) - 1)
     assert gen.finished.float().mean() > 0.99
     assert abs(gen.lengths.float().mean() - 1 / p) < 0.35  # 256 draws: std of the mean ~0.16
 
 
-@pytest.mark.parametrize("backend", ["ascent", "hf"])
+@pytest.mark.parametrize("backend", ["ascent", "cached", "hf"])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampled_logprobs_match_teacher_forced(backend, temperature, tiny_policy, tokenizer):
     s = settings(tokenizer, temperature=temperature, max_new_tokens=8)
@@ -119,3 +120,33 @@ def test_top_k_restricts_samples(tiny_policy, tokenizer):
     sampled = make_engine("ascent").generate(tiny_policy.model, ids_of(tokenizer), 2, s, torch.Generator().manual_seed(0))
     greedy = make_engine("ascent").generate(tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer, temperature=0.0, max_new_tokens=6), None)
     assert torch.equal(sampled.tokens, greedy.tokens)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.0])
+def test_fast_decoder_matches_hf_forward_engine(temperature, tokenizer):
+    """The functional decoder samples exactly what the HF-forward engine samples (same seed), with early
+    exits and batch compaction in play (random init: ~1/17 EOS chance per token)."""
+    from conftest import tiny_qwen
+
+    model = tiny_qwen(tokenizer, seed=5, hidden=64, layers=2)
+    s = settings(tokenizer, temperature=temperature, max_new_tokens=40)
+    fast = make_engine("ascent").generate(model, ids_of(tokenizer), 16, s, torch.Generator().manual_seed(9))
+    ref = make_engine("cached").generate(model, ids_of(tokenizer), 16, s, torch.Generator().manual_seed(9))
+    assert torch.equal(fast.tokens, ref.tokens) and torch.equal(fast.lengths, ref.lengths) and torch.equal(fast.finished, ref.finished)
+    assert torch.allclose(fast.logprobs, ref.logprobs, atol=1e-5)
+    if temperature:
+        assert 0.3 < float(fast.finished.float().mean()) < 1.0  # compaction happened, some rows ran to the end
+
+
+def test_fast_decoder_supports_llama_gqa(tokenizer):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ascent.rollout.fast import supports
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True)).eval()
+    assert supports(model)
+    s = settings(tokenizer, temperature=0.0, max_new_tokens=12)
+    fast = make_engine("ascent").generate(model, ids_of(tokenizer), 2, s, None)
+    hf = make_engine("hf").generate(model, ids_of(tokenizer), 2, s, None)
+    assert torch.equal(fast.tokens, hf.tokens)

@@ -1,0 +1,129 @@
+"""ascent's own decoder for Llama-family models (Llama, SmolLM2, Qwen2): a lean functional forward over a
+KV cache preallocated once per call, so a decode step is ~12 tensor ops per layer instead of a stack of
+`nn.Module` calls, cache objects and mask builders.
+
+Reads the weights of a Hugging Face `LlamaForCausalLM` / `Qwen2ForCausalLM` (no copy except fused
+q|k|v and gate|up projections, rebuilt each call so the engine always samples from the current weights).
+`supports(model)` says whether a model fits; other models use the HF-forward engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+SUPPORTED = {"llama", "qwen2"}
+
+
+def supports(model: torch.nn.Module) -> bool:
+    """True for a plain (not peft-wrapped) Llama/Qwen2 causal LM with SiLU MLP and full attention."""
+    cfg = getattr(model, "config", None)
+    if cfg is None or getattr(cfg, "model_type", None) not in SUPPORTED or not hasattr(model, "model"):
+        return False
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+        return False
+    if getattr(cfg, "use_sliding_window", False) or type(model).__module__.startswith("peft"):
+        return False
+    layer = model.model.layers[0]
+    return hasattr(layer, "self_attn") and hasattr(layer.self_attn, "q_proj") and isinstance(layer.self_attn.q_proj, torch.nn.Linear)
+
+
+@dataclass
+class LayerWeights:
+    ln_in: torch.Tensor  # (H,)
+    qkv: torch.Tensor  # ((nh + 2 nkv) d, H)
+    qkv_bias: torch.Tensor | None
+    o: torch.Tensor  # (H, nh d)
+    ln_post: torch.Tensor  # (H,)
+    gate_up: torch.Tensor  # (2 I, H)
+    down: torch.Tensor  # (H, I)
+
+
+class Decoder:
+    """The weights of one model snapshot plus a functional forward with an external KV cache."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        cfg = model.config
+        self.model = model
+        self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
+        self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+        self.eps = cfg.rms_norm_eps
+        self.embed = model.model.embed_tokens.weight  # (V, H)
+        self.norm = model.model.norm.weight
+        self.lm_head = model.lm_head.weight  # (V, H)
+        self.rotary = model.model.rotary_emb
+        self.layers = [self._layer(block) for block in model.model.layers]
+        self._cos = self._sin = None
+
+    def rope_table(self, length: int) -> None:
+        """cos/sin for positions 0..length-1, computed once per call by the model's own rotary module
+        (so every rope variant the model supports is honoured)."""
+        pos = torch.arange(length)[None]
+        cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
+        self._cos, self._sin = cos[0], sin[0]
+
+    @staticmethod
+    def _layer(block: torch.nn.Module) -> LayerWeights:
+        a, m = block.self_attn, block.mlp
+        biases = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
+        return LayerWeights(
+            ln_in=block.input_layernorm.weight,
+            qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach(),
+            qkv_bias=None if biases[0] is None else torch.cat(biases).detach(),
+            o=a.o_proj.weight,
+            ln_post=block.post_attention_layernorm.weight,
+            gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach(),
+            down=m.down_proj.weight,
+        )
+
+    def new_cache(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values for every layer: each (layers, B, nkv, S, d)."""
+        shape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
+        return torch.zeros(shape, dtype=self.embed.dtype), torch.zeros(shape, dtype=self.embed.dtype)
+
+    def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, w.shape, w, self.eps)
+
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+        """Attention of q (B, nq, t, d) over keys/values (B, nkv, S, d). One-token decode steps use two
+        batched matmuls with grouped heads (no K/V repeat); prefill uses SDPA."""
+        b, nq, t, d = q.shape
+        nkv = keys.shape[1]
+        if t > 1:
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, enable_gqa=nq != nkv)
+        qg = q.reshape(b, nkv, nq // nkv, d)  # (B, nkv, g, d)
+        scores = torch.matmul(qg, keys.transpose(-1, -2)) * (d ** -0.5)  # (B, nkv, g, S)
+        scores = scores.masked_fill(~attn_mask[:, :, 0, :].unsqueeze(-2), float("-inf")) if attn_mask.dim() == 4 else scores
+        out = torch.matmul(torch.softmax(scores, dim=-1), values)  # (B, nkv, g, d)
+        return out.reshape(b, nq, 1, d)
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int, attn_mask: torch.Tensor) -> torch.Tensor:
+        """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, start+t) bool.
+        Returns the last position's logits (B, V)."""
+        keys, values = cache
+        b, t = ids.shape
+        end = start + t
+        x = F.embedding(ids, self.embed)  # (B, t, H)
+        if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
+            self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
+        cos, sin = self._cos[positions][:, None], self._sin[positions][:, None]  # (B, 1, t, d)
+        nq, nkv, d = self.heads, self.kv_heads, self.head_dim
+        for i, w in enumerate(self.layers):
+            h = self.rms(x, w.ln_in)
+            qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
+            q, k, v = qkv.split([nq, nkv, nkv], dim=1)
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            keys[i, :b, :, start:end] = k
+            values[i, :b, :, start:end] = v
+            att = self.attend(q, keys[i, :b, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
+            x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d), w.o)
+            gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
+            x = x + F.linear(F.silu(gate) * up, w.down)
+        return F.linear(self.rms(x[:, -1], self.norm), self.lm_head)  # (B, V)
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

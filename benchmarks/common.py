@@ -1,0 +1,69 @@
+"""Shared pieces of the benchmarks: the benchmark models, prompts, the machine's matmul ceiling, load."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from ascent.policy.model import Policy
+from ascent.policy.tokenizer import char_tokenizer
+
+# name -> (hidden, layers, heads, intermediate); Qwen2 architecture, the 17-token character vocabulary
+SCRATCH_MODELS = {"3.17M": (256, 4, 4, 688), "25M": (512, 8, 8, 1376)}
+
+
+def scratch_policy(name: str, seed: int = 0) -> Policy:
+    """A randomly initialised benchmark model with the addition task's tokenizer."""
+    hidden, layers, heads, inter = SCRATCH_MODELS[name]
+    tok = char_tokenizer("0123456789+= ")
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=inter, max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    return Policy(Qwen2ForCausalLM(cfg).eval(), tok)
+
+
+def smollm2_policy() -> Policy:
+    from ascent.policy.model import load_hf
+    from ascent.policy.pretrained import smollm2_path
+
+    policy = load_hf(smollm2_path())
+    policy.model.eval()
+    return policy
+
+
+def addition_prompts(n: int, seed: int = 0) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return [f"{rng.randrange(10, 100)}+{rng.randrange(10, 100)}=" for _ in range(n)]
+
+
+def matmul_gflops(size: int = 2048, repeats: int = 5) -> float:
+    """Measured fp32 matmul throughput of this machine (the roofline's ceiling), GFLOP/s."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t)
+    return 2 * size**3 / statistics.median(times) / 1e9
+
+
+def load() -> str:
+    """The 1/5/15-minute load averages."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def params(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def out_dir() -> Path:
+    path = Path(__file__).resolve().parent / "results"
+    path.mkdir(exist_ok=True)
+    return path

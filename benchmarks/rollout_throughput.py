@@ -1,0 +1,102 @@
+"""Rollout throughput: ascent's engine against Hugging Face `generate`, in the same run, on the same model,
+prompts and sampling settings.
+
+    python benchmarks/rollout_throughput.py [--models 3.17M,25M,smollm2] [--repeats 3]
+
+Prints a table, then one JSON object per (model, workload) with `ascent_tokens_per_s`,
+`hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's tokens/s x
+2 x params / the fp32 matmul GFLOP/s measured at start). Workloads: `full64` (exactly 64 new tokens,
+EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
+temperature 1.0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import addition_prompts, load, matmul_gflops, params, scratch_policy, smollm2_policy  # noqa: E402
+
+from ascent.data.prompts import PromptEncoder  # noqa: E402
+from ascent.rollout import SamplingSettings, make_engine  # noqa: E402
+
+WORKLOADS = {"full64": (64, True), "natural256": (256, False)}
+
+
+def prompt_ids(policy, model_name: str, n: int) -> list[list[int]]:
+    chat = model_name == "smollm2"
+    enc = PromptEncoder(policy.tokenizer, chat, "Answer with only the final number." if chat else None)
+    return [enc(p) for p in addition_prompts(n)]
+
+
+def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int) -> tuple[float, float]:
+    """Median generated tokens/s over `repeats` runs (after one warm-up), and mean completion length."""
+    engine, rates, lengths = make_engine(backend), [], []
+    for r in range(repeats + 1):
+        gen = torch.Generator().manual_seed(r)
+        t = time.perf_counter()
+        out = engine.generate(policy.model, ids, samples, settings, gen)
+        dt = time.perf_counter() - t
+        if r:
+            rates.append(float(out.lengths.sum()) / dt)
+            lengths.append(float(out.lengths.float().mean()))
+    return statistics.median(rates), statistics.mean(lengths)
+
+
+def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[dict]:
+    policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
+    ids, n_params = prompt_ids(policy, model_name, args.prompts), params(policy.model)
+    rows = []
+    for wl in workloads:
+        max_new, ignore_eos = WORKLOADS[wl]
+        s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=1.0, ignore_eos=ignore_eos)
+        ours, ours_len = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats)
+        hf, hf_len = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats)
+        rows.append({
+            "model": model_name, "workload": wl, "params": n_params, "sequences": args.prompts * args.samples,
+            "ascent_tokens_per_s": round(ours, 1), "hf_generate_tokens_per_s": round(hf, 1),
+            "speedup_vs_hf_generate": round(ours / hf, 3), "roofline_fraction": round(ours * 2 * n_params / (ceiling * 1e9), 3),
+            "hf_roofline_fraction": round(hf * 2 * n_params / (ceiling * 1e9), 3),
+            "mean_completion_len_ascent": round(ours_len, 1), "mean_completion_len_hf": round(hf_len, 1),
+        })
+        print(f"  {model_name:8} {wl:11} ascent {ours:9.1f} tok/s  hf {hf:9.1f} tok/s  x{ours / hf:5.2f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="3.17M,25M,smollm2", help="comma-separated: 3.17M, 25M, smollm2")
+    p.add_argument("--workloads", default="full64,natural256", help="comma-separated: full64, natural256")
+    p.add_argument("--smollm2-workloads", default="full64", help="workloads for SmolLM2 (natural256 is long on a CPU)")
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--backend", default="ascent", help="ascent engine under test (ascent or cached)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
+    ceiling = matmul_gflops()
+    print(f"fp32 matmul 2048x2048: {ceiling:.1f} GFLOP/s", file=sys.stderr)
+    rows = []
+    for name in args.models.split(","):
+        wls = (args.smollm2_workloads if name == "smollm2" else args.workloads).split(",")
+        rows += bench(name, wls, args, ceiling)
+    print(f"load after: {load()}", file=sys.stderr)
+    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}")
+    for r in rows:
+        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}")
+    for r in rows:
+        print(json.dumps({**r, "matmul_gflops": round(ceiling, 1)}))
+
+
+if __name__ == "__main__":
+    main()

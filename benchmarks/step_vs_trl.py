@@ -1,0 +1,312 @@
+"""Time one GRPO step in ascent and in TRL's `GRPOTrainer` on the identical workload.
+
+The workload: a randomly initialised 3.17M-parameter Qwen2 model (character vocabulary of 17 tokens,
+tied embeddings, fp32), saved once in Hugging Face format and loaded by both sides; 16 two-digit
+addition prompts x 8 samples = 128 completions of exactly 64 new tokens each (EOS does not stop
+generation), temperature 1.0, beta 0 (no reference model), one AdamW step per generation batch on all
+128 sequences at once, lr 1e-5, constant schedule, no gradient checkpointing, no vLLM. The reward is
+`digit_fraction` below, shared by both sides.
+
+ascent runs in this interpreter (its Python API). TRL runs in its own virtual environment, created and
+cached on first use (`.cache/bench-trl-venv`: torch pinned to the local CPU wheel first, then TRL), by the
+helper `benchmarks/trl_step.py`, which prints its timings as JSON. TRL is never a dependency of ascent.
+
+Usage (from the repository root):
+
+    .venv/bin/python benchmarks/step_vs_trl.py                 # 2 warm-up + 5 timed steps each
+    .venv/bin/python benchmarks/step_vs_trl.py --backend hf    # ascent with HF generate (baseline)
+
+Prints one JSON line: {"ascent_step_s": ..., "trl_step_s": ..., "ratio": ascent/trl, ...} with the
+medians of per-step wall time, per-phase medians, completion-length checks, thread counts and versions.
+
+Top-level imports are standard library only: `trl_step.py` imports `digit_fraction` from this file inside
+TRL's venv, and ascent loads it as the reward `step_vs_trl:digit_fraction`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+HELPER = Path(__file__).resolve().parent / "trl_step.py"
+ALPHABET = "0123456789+= "
+TORCH_PIN = "torch==2.13.0"  # the local CPU wheel; an unpinned torch would pull a multi-GB CUDA build
+TRL_PINS = ("trl==1.16.0", "transformers==5.24.0")
+
+
+def digit_fraction(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
+    """Share of a completion's characters that are digits (0 for an empty completion).
+
+    The reward of both sides: cheap, and it varies within a group, so advantages are not all zero.
+    Same signature for ascent (`fn(prompts, completions, **fields)`) and TRL (`fn(prompts, completions, **kwargs)`).
+    """
+    return [sum(ch.isdigit() for ch in c) / len(c) if c else 0.0 for c in completions]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The policy's architecture (Qwen2, tied embeddings); intermediate 688 = 8/3 x 256 rounded up to 16."""
+
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    num_kv_heads: int = 4
+    intermediate_size: int = 688
+    max_position_embeddings: int = 256
+    seed: int = 0
+
+    def key(self) -> str:
+        """Short hash naming the cached model folder."""
+        return hashlib.sha1(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--steps", type=int, default=5, help="timed steps per side (the median is reported)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads on both sides (0: torch's default)")
+    p.add_argument("--backend", choices=["ascent", "hf"], default="ascent", help="ascent's rollout backend (hf: model.generate baseline)")
+    p.add_argument("--prompts", type=int, default=16, help="prompts per step")
+    p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
+    p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
+    p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed of the model init, the prompts and the sampling")
+    p.add_argument("--cache", type=Path, default=ROOT / ".cache", help="where the model folder and TRL's venv are cached")
+    p.add_argument("--trl-venv", type=Path, default=None, help="TRL's virtual environment (default: CACHE/bench-trl-venv)")
+    p.add_argument("--skip", choices=["ascent", "trl"], default=None, help="time only the other side (ratio is then null)")
+    return p.parse_args(argv)
+
+
+# ---------------------------------------------------------------------------------------------- workload
+
+
+def make_rows(n: int, seed: int) -> list[dict[str, str]]:
+    """n distinct two-digit additions `a+b=` with their answers."""
+    rng = random.Random(seed)
+    pairs = rng.sample([(a, b) for a in range(10, 100) for b in range(10, 100)], n)
+    return [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in pairs]
+
+
+def write_jsonl(rows: list[dict[str, Any]], path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def build_model_folder(spec: ModelSpec, cache: Path) -> tuple[Path, int]:
+    """Save the seeded random model + tokenizer once (HF format); return the folder and the parameter count."""
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+    from transformers.utils import logging as hf_logging
+
+    from ascent.policy.tokenizer import char_tokenizer
+
+    hf_logging.disable_progress_bar()
+    folder = cache / f"bench-step-model-{spec.key()}"
+    tok = char_tokenizer(ALPHABET)
+    config = Qwen2Config(
+        vocab_size=len(tok), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    )
+    if not (folder / "config.json").exists():
+        torch.manual_seed(spec.seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=cache))
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    return folder, sum(p.numel() for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------------------- ascent
+
+
+def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list[str]:
+    """Config overrides that make ascent's step the benchmark workload."""
+    return [
+        "model.source=hf", f"model.path={folder}", "model.dtype=float32",
+        f"data.train={data}", f"data.eval={data}",
+        "reward=step_vs_trl:digit_fraction",  # a module spec: see run_ascent
+        "warmstart.steps=0", "control.enabled=false", "algorithm.kl_coef=0",
+        f"train.steps={args.warmup + args.steps}", f"train.prompts_per_step={args.prompts}",
+        f"train.micro_batch_size={args.prompts * args.samples}", f"train.optim.lr={args.lr}", "train.optim.schedule=constant",
+        f"rollout.backend={args.backend}", f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.tokens}",
+        "rollout.ignore_eos=true", "rollout.temperature=1.0",
+        "logging.progress=false", f"seed={args.seed}", f"threads={args.threads}",
+    ]
+
+
+def run_ascent(args: argparse.Namespace, folder: Path, data: Path) -> dict[str, Any]:
+    """Warm-up + timed `RLTrainer.step()` calls; per-step wall time and ascent's own phase timings."""
+    import torch
+
+    from ascent.config import load_config
+    from ascent.rollout.engine import make_engine
+    from ascent.trainer.pipeline import prepare
+    from ascent.trainer.rl import RLParts, RLTrainer
+
+    # The reward is named as a module (benchmarks/ on sys.path), not as `file.py:fn`: ascent's file loader
+    # executes the file without registering it in sys.modules, which breaks this module's dataclass.
+    sys.path.insert(0, str(HELPER.parent))
+    cfg = load_config("default", ascent_overrides(args, folder, data))
+    with tempfile.TemporaryDirectory(prefix="bench-ascent-") as run_dir:
+        run, policy = prepare(cfg, Path(run_dir), {})
+        parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)
+        trainer = RLTrainer(cfg, parts)
+        steps = []
+        for _ in range(args.warmup + args.steps):
+            t0 = time.perf_counter()
+            m = trainer.step()
+            steps.append({"wall": time.perf_counter() - t0, **m})
+        run.logger.close()
+    timed = steps[args.warmup:]
+    return {
+        "step_s": [s["wall"] for s in timed],
+        "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
+        "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
+        "completions_per_step": args.prompts * args.samples,
+        "reward_std": [round(s["reward/std"], 4) for s in steps],
+        "threads": torch.get_num_threads(),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- TRL
+
+
+def venv_python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+def installed_trl(venv: Path) -> str | None:
+    """TRL's version in `venv`, or None when the venv is missing or broken."""
+    if not venv_python(venv).exists():
+        return None
+    probe = subprocess.run([str(venv_python(venv)), "-c", "import torch, transformers, trl, datasets; print(trl.__version__)"], capture_output=True, text=True)
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def ensure_trl_venv(venv: Path) -> str:
+    """Create (once) TRL's own venv: the pinned CPU torch first, then TRL. Returns TRL's version."""
+    version = installed_trl(venv)
+    if version is not None:
+        return version
+    log(f"creating TRL's virtual environment in {venv} (once)")
+    shutil.rmtree(venv, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # same Python as ascent: the cp311 torch wheel fits
+    pip = [str(venv_python(venv)), "-m", "pip", "install", "--quiet"]
+    subprocess.run([*pip, TORCH_PIN], check=True, stdout=sys.stderr)
+    subprocess.run([*pip, *TRL_PINS], check=True, stdout=sys.stderr)
+    version = installed_trl(venv)
+    if version is None:
+        raise RuntimeError(f"TRL was installed into {venv} but does not import; delete the folder and rerun")
+    return version
+
+
+def run_trl(args: argparse.Namespace, venv: Path, folder: Path, data: Path) -> dict[str, Any]:
+    """Run `trl_step.py` in TRL's venv; return the JSON it prints last."""
+    cmd = [
+        str(venv_python(venv)), str(HELPER), "--model", str(folder), "--data", str(data),
+        "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
+        "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed),
+    ]
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"trl_step.py failed (exit {proc.returncode}); its error is above")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"trl_step.py printed no JSON; stdout was:\n{proc.stdout}")
+    return json.loads(lines[-1])
+
+
+# ---------------------------------------------------------------------------------------------- report
+
+
+def median(values) -> float:
+    return statistics.median(list(values))
+
+
+def log(message: str) -> None:
+    print(f"[step_vs_trl] {message}", file=sys.stderr, flush=True)
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    import ascent
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__, "ascent": getattr(ascent, "__version__", "?"), "ascent_commit": git_commit()}
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, with `+dirty` when the working tree has changes (None outside git)."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return None
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def summarize(args: argparse.Namespace, n_params: int, ascent_res: dict | None, trl_res: dict | None, trl_version: str | None, load_start: list[float]) -> dict[str, Any]:
+    """The one JSON line: medians, their ratio, phases, checks and context."""
+    a = round(median(ascent_res["step_s"]), 4) if ascent_res else None
+    t = round(median(trl_res["step_s"]), 4) if trl_res else None
+    out: dict[str, Any] = {"ascent_step_s": a, "trl_step_s": t, "ratio": round(a / t, 4) if a and t else None}
+    a_min = round(min(ascent_res["step_s"]), 4) if ascent_res else None
+    t_min = round(min(trl_res["step_s"]), 4) if trl_res else None
+    out.update(ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None)  # less sensitive to a busy machine
+    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "backend": args.backend, "warmup": args.warmup, "steps": args.steps}
+    if ascent_res:
+        out["ascent"] = {**ascent_res, "step_s": [round(x, 4) for x in ascent_res["step_s"]], "phases": {k: round(v, 4) for k, v in ascent_res["phases"].items()}}
+    if trl_res:
+        out["trl"] = {**trl_res, "step_s": [round(x, 4) for x in trl_res["step_s"]]}
+    out["versions"] = {**versions(), "trl": trl_version}
+    out["load_start"], out["load_end"] = load_start, load_average()
+    out["cpus"] = os.cpu_count()
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    load_start = load_average()
+    log("uptime: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    args.cache.mkdir(parents=True, exist_ok=True)
+    venv = args.trl_venv or args.cache / "bench-trl-venv"
+    trl_version = ensure_trl_venv(venv) if args.skip != "trl" else None
+    folder, n_params = build_model_folder(ModelSpec(seed=args.seed), args.cache)
+    log(f"model {folder} ({n_params:,} parameters)")
+    with tempfile.TemporaryDirectory(prefix="bench-step-data-") as tmp:
+        data = write_jsonl(make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
+        ascent_res = trl_res = None
+        if args.skip != "ascent":
+            log(f"ascent ({args.backend} backend): {args.warmup} warm-up + {args.steps} timed steps")
+            ascent_res = run_ascent(args, folder, data)
+        if args.skip != "trl":
+            log(f"TRL {trl_version}: {args.warmup} warm-up + {args.steps} timed steps")
+            trl_res = run_trl(args, venv, folder, data)
+    print(json.dumps(summarize(args, n_params, ascent_res, trl_res, trl_version, load_start)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

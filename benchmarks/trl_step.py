@@ -1,0 +1,164 @@
+"""TRL's side of `step_vs_trl.py`: time GRPOTrainer steps on the benchmark workload; print JSON.
+
+Runs inside TRL's own virtual environment (`step_vs_trl.py` creates it and calls this script); it needs
+torch, transformers, datasets and trl, never ascent. The reward (`digit_fraction`) is imported from
+`step_vs_trl.py`, whose top-level imports are standard library only.
+
+Per-step wall time is measured by a `TrainerCallback` from `on_step_begin` to `on_step_end` (generation,
+rewards, advantages, forward/backward and the optimizer step all happen in between; logging does not).
+The generation and reward phases are timed by wrapping the trainer's `_generate`, `_calculate_rewards`
+and `_generate_and_score_completions` methods; `update` is the rest of the step (loss, backward, AdamW).
+
+EOS must not end a completion: `generation_kwargs={"min_new_tokens": N}` makes `model.generate` mask the
+EOS logit until N tokens are out, so every completion is exactly max_completion_length = N tokens long.
+The lengths are checked from each batch's completion mask and reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from functools import wraps
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_vs_trl import digit_fraction  # noqa: E402  (shared reward; stdlib-only module)
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", type=Path, required=True, help="HF model folder (model + tokenizer)")
+    p.add_argument("--data", type=Path, required=True, help="JSONL of rows with a `prompt` field")
+    p.add_argument("--steps", type=int, default=5, help="timed steps (the median is reported)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--samples", type=int, default=8, help="completions per prompt (num_generations)")
+    p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
+    p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
+    p.add_argument("--seed", type=int, default=0, help="seed")
+    return p.parse_args()
+
+
+class PhaseClock:
+    """Accumulates seconds per named phase within the current step; `snapshot` closes the step."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, float] = {}
+        self.lengths: list[int] = []
+        self.reward_std: list[float] = []
+
+    def wrap(self, name: str, fn: Callable, observe: Callable[[Any], None] | None = None) -> Callable:
+        """`fn`, timed into phase `name`; `observe(result)` runs after the clock stops."""
+        @wraps(fn)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            result = fn(*args, **kwargs)
+            self.current[name] = self.current.get(name, 0.0) + time.perf_counter() - t0
+            if observe is not None:
+                observe(result)
+            return result
+        return timed
+
+    def snapshot(self) -> dict[str, float]:
+        out, self.current = self.current, {}
+        return out
+
+
+def make_step_callback(clock: PhaseClock):
+    """A TrainerCallback recording each optimizer step's wall time and phase times."""
+    import torch
+    from transformers import TrainerCallback
+
+    class StepTimer(TrainerCallback):
+        def __init__(self) -> None:
+            self.steps: list[dict[str, float]] = []
+            self.threads = 0
+            self._t0 = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            clock.snapshot()
+            self.threads = torch.get_num_threads()
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            wall = time.perf_counter() - self._t0
+            self.steps.append({"wall": wall, **clock.snapshot()})
+
+    return StepTimer()
+
+
+def instrument(trainer, clock: PhaseClock) -> None:
+    """Time generation and rewards; record every batch's completion lengths and reward spread."""
+    trainer._generate = clock.wrap("rollout", trainer._generate)
+    trainer._calculate_rewards = clock.wrap("reward", trainer._calculate_rewards, lambda r: clock.reward_std.append(round(float(r.std()), 4)))
+    trainer._generate_and_score_completions = clock.wrap("prepare", trainer._generate_and_score_completions, lambda out: clock.lengths.extend(out["completion_mask"].sum(-1).tolist()))
+
+
+def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
+    """The GRPOConfig of the workload: one optimizer step per generation batch of all completions, CPU fp32."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=out_dir, use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,
+        per_device_train_batch_size=n_prompts * args.samples, gradient_accumulation_steps=1, num_generations=args.samples,
+        max_completion_length=args.tokens, generation_kwargs={"min_new_tokens": args.tokens},
+        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, use_vllm=False,
+        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, optim="adamw_torch", max_grad_norm=1.0,
+        max_steps=args.warmup + args.steps, seed=args.seed, logging_steps=1, report_to="none", save_strategy="no",
+        disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+    )
+
+
+def build_trainer(args: argparse.Namespace, out_dir: str):
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+    from trl import GRPOTrainer
+
+    hf_logging.disable_progress_bar()
+
+    rows = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
+    return GRPOTrainer(model=model, reward_funcs=digit_fraction, args=grpo_config(args, len(rows), out_dir), train_dataset=dataset, processing_class=tokenizer)
+
+
+def main() -> None:
+    args = parse_args()
+    import torch
+    import transformers
+    import trl
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clock = PhaseClock()
+    with tempfile.TemporaryDirectory(prefix="bench-trl-") as out_dir:
+        trainer = build_trainer(args, out_dir)
+        instrument(trainer, clock)
+        timer = make_step_callback(clock)
+        trainer.add_callback(timer)
+        trainer.train()
+    timed = timer.steps[args.warmup:]
+    phases = {k: statistics.median(s.get(k, 0.0) for s in timed) for k in ("rollout", "reward", "prepare")}
+    phases["update"] = statistics.median(s["wall"] - s.get("prepare", 0.0) for s in timed)
+    phases["prepare_other"] = phases.pop("prepare") - phases["rollout"] - phases["reward"]
+    print(json.dumps({
+        "step_s": [s["wall"] for s in timed],
+        "phases": {k: round(v, 4) for k, v in phases.items()},
+        "completion_len_min": min(clock.lengths), "completion_len_max": max(clock.lengths),
+        "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),
+        "reward_std": clock.reward_std,
+        "threads": timer.threads,
+        "versions": {"trl": trl.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
+    }))
+
+
+if __name__ == "__main__":
+    main()
