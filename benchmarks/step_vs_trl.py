@@ -14,7 +14,7 @@ helper `benchmarks/trl_step.py`, which prints its timings as JSON. TRL is never 
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/step_vs_trl.py                 # 2 warm-up + 5 timed steps each
-    .venv/bin/python benchmarks/step_vs_trl.py --backend hf    # ascent with HF generate (baseline)
+    .venv/bin/python benchmarks/step_vs_trl.py --backend hf    # ascent sampling with HF generate (baseline)
 
 Prints one JSON line: {"ascent_step_s": ..., "trl_step_s": ..., "ratio": ascent/trl, ...} with the
 medians of per-step wall time, per-phase medians, completion-length checks, thread counts and versions.
@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=5, help="timed steps per side (the median is reported)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads on both sides (0: torch's default)")
-    p.add_argument("--backend", choices=["ascent", "hf"], default="ascent", help="ascent's rollout backend (hf: model.generate baseline)")
+    p.add_argument("--backend", choices=["ascent", "cached", "hf"], default="ascent", help="ascent's rollout.backend (hf: model.generate, the baseline)")
     p.add_argument("--prompts", type=int, default=16, help="prompts per step")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
@@ -178,6 +178,7 @@ def run_ascent(args: argparse.Namespace, folder: Path, data: Path) -> dict[str, 
     timed = steps[args.warmup:]
     return {
         "step_s": [s["wall"] for s in timed],
+        "warmup_s": [round(s["wall"], 4) for s in steps[: args.warmup]],
         "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
         "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
         "completions_per_step": args.prompts * args.samples,

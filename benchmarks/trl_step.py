@@ -151,6 +151,7 @@ def main() -> None:
     phases["prepare_other"] = phases.pop("prepare") - phases["rollout"] - phases["reward"]
     print(json.dumps({
         "step_s": [s["wall"] for s in timed],
+        "warmup_s": [round(s["wall"], 4) for s in timer.steps[: args.warmup]],
         "phases": {k: round(v, 4) for k, v in phases.items()},
         "completion_len_min": min(clock.lengths), "completion_len_max": max(clock.lengths),
         "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),

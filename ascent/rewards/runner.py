@@ -12,6 +12,7 @@ import importlib.util
 import logging
 import math
 import queue
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -43,9 +44,11 @@ def resolve_reward(spec: str) -> RewardFn:
             raise RewardSpecError(f"reward file {target!r} does not exist")
         mod_spec = importlib.util.spec_from_file_location(f"ascent_user_reward_{path.stem}", path)
         module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[mod_spec.name] = module  # dataclasses and pickling look their module up here
         try:
             mod_spec.loader.exec_module(module)
         except Exception as err:
+            del sys.modules[mod_spec.name]
             raise RewardSpecError(f"reward file {target!r} failed to import: {type(err).__name__}: {err}") from err
     else:
         try:
