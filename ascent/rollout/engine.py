@@ -161,8 +161,9 @@ class FastEngine:
             slot = width + t
             if float((~alive).float().mean()) >= self.compact_fraction:
                 keep = alive.nonzero().squeeze(-1)
-                for buf in cache:
-                    buf[:, : len(keep), :, :slot] = buf[:, keep, :, :slot]
+                keys, values = cache
+                keys[:, : len(keep), :, :, :slot] = keys[:, keep, :, :, :slot]
+                values[:, : len(keep), :, :slot] = values[:, keep, :, :slot]
                 rows, tok, next_pos, alive = rows[keep], tok[keep], next_pos[keep], alive[keep]
                 key_valid[: len(keep)] = key_valid[keep].clone()
             a = len(rows)
@@ -180,8 +181,9 @@ class FastEngine:
         attn = (causal[None, None] & mask.bool()[:, None, None, :]) | torch.eye(width, dtype=torch.bool)[None, None]  # pads see themselves: no NaN rows
         logits = dec.forward(ids, positions, cache, 0, attn)  # (P, V)
         if n > 1:
-            for buf in cache:
-                buf[:, : p * n, :, :width] = buf[:, :p, :, :width].repeat_interleave(n, dim=1)
+            keys, values = cache
+            keys[:, : p * n, :, :, :width] = keys[:, :p, :, :, :width].repeat_interleave(n, dim=1)
+            values[:, : p * n, :, :width] = values[:, :p, :, :width].repeat_interleave(n, dim=1)
         return logits.repeat_interleave(n, 0)
 
 

@@ -79,23 +79,26 @@ class Decoder:
         )
 
     def new_cache(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values for every layer: each (layers, B, nkv, S, d)."""
-        shape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(shape, dtype=self.embed.dtype), torch.zeros(shape, dtype=self.embed.dtype)
+        """Keys (layers, B, nkv, d, S), stored transposed so q @ K^T reads rows of the cache directly, and
+        values (layers, B, nkv, S, d)."""
+        kshape = (len(self.layers), batch, self.kv_heads, self.head_dim, length)
+        vshape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
+        return torch.zeros(kshape, dtype=self.embed.dtype), torch.zeros(vshape, dtype=self.embed.dtype)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, w.shape, w, self.eps)
 
-    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
-        """Attention of q (B, nq, t, d) over keys/values (B, nkv, S, d). One-token decode steps use two
-        batched matmuls with grouped heads (no K/V repeat); prefill uses SDPA."""
+    def attend(self, q: torch.Tensor, keys_t: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Attention of q (B, nq, t, d) over keys_t (B, nkv, d, S) and values (B, nkv, S, d).
+
+        Prefill (t > 1) uses SDPA with the boolean mask (B, 1, t, S). A one-token decode step takes an
+        additive mask (B, 1, 1, S) and two batched matmuls with grouped heads (no K/V repeat)."""
         b, nq, t, d = q.shape
-        nkv = keys.shape[1]
+        nkv = keys_t.shape[1]
         if t > 1:
-            return F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask, enable_gqa=nq != nkv)
+            return F.scaled_dot_product_attention(q, keys_t.transpose(-1, -2), values, attn_mask=mask, enable_gqa=nq != nkv)
         qg = q.reshape(b, nkv, nq // nkv, d)  # (B, nkv, g, d)
-        scores = torch.matmul(qg, keys.transpose(-1, -2)) * (d ** -0.5)  # (B, nkv, g, S)
-        scores = scores.masked_fill(~attn_mask[:, :, 0, :].unsqueeze(-2), float("-inf")) if attn_mask.dim() == 4 else scores
+        scores = torch.matmul(qg, keys_t).mul_(d ** -0.5).add_(mask)  # (B, nkv, g, S)
         out = torch.matmul(torch.softmax(scores, dim=-1), values)  # (B, nkv, g, d)
         return out.reshape(b, nq, 1, d)
 
@@ -105,6 +108,8 @@ class Decoder:
         keys, values = cache
         b, t = ids.shape
         end = start + t
+        if t == 1:  # additive mask, built once for all layers
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.embed.dtype).masked_fill_(~attn_mask, float("-inf"))
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
             self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
@@ -115,9 +120,9 @@ class Decoder:
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
             q, k, v = qkv.split([nq, nkv, nkv], dim=1)
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            keys[i, :b, :, start:end] = k
+            keys[i, :b, :, :, start:end] = k.transpose(-1, -2)
             values[i, :b, :, start:end] = v
-            att = self.attend(q, keys[i, :b, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
+            att = self.attend(q, keys[i, :b, :, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
             x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d), w.o)
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
             x = x + F.linear(F.silu(gate) * up, w.down)
