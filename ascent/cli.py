@@ -115,6 +115,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # weight loading/saving bars would interleave with ascent's own
     p = parser()
     args, extra = p.parse_known_args(argv)
     stray = [a for a in extra if a.startswith("-") or not hasattr(args, "items" if args.command == "train" else "overrides")]
