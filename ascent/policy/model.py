@@ -47,13 +47,10 @@ def token_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_ma
     Logits are divided by `temperature` (the sampling temperature) so the learner's log-probs match the
     sampler's. Returns (N, T) float32.
 
-    Batches are right-padded (every `RolloutBatch` is): under causal attention no real token can see a pad,
-    so the model runs without a padding mask and takes the fused causal attention path; pad positions
-    produce values that the loss masks out. A left-padded batch is rejected.
+    (Measured: dropping the padding mask of a right-padded batch to take SDPA's causal path is slower on
+    CPU, 1.71 s vs 1.52 s per forward+backward of 128 x 71 tokens on the 3.17M model, so the mask stays.)
     """
-    if bool((attention_mask[:, 1:] > attention_mask[:, :-1]).any()):
-        raise ValueError("token_logprobs needs right-padded batches (a real token follows a pad)")
-    logits = model(input_ids=input_ids, use_cache=False).logits  # (N, T, V)
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (N, T, V)
     logits = logits[:, :-1].float()
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
