@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/ascent train default
+	$(BIN)/ascent train default --overwrite
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
