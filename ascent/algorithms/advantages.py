@@ -67,3 +67,26 @@ def rloo(inp: AdvantageInput, cfg) -> torch.Tensor:
     scale = count / (count - 1.0).clamp(min=1.0)
     adv = torch.where(count > 1, scale * (inp.rewards - mean), torch.zeros_like(mean))
     return broadcast(adv, inp)
+
+
+def batch_moments(values: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, unbiased std) of the valid values of the whole batch (std 0 when fewer than two or all equal)."""
+    v = values[valid]
+    if v.numel() < 2 or bool((v == v[0]).all()):
+        return (v.mean() if v.numel() else torch.tensor(0.0)), torch.tensor(0.0)
+    return v.mean(), v.std()
+
+
+@ADVANTAGES.register("lite_ppo")
+def lite_ppo(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """Lite PPO: A_i = (r_i - mean_g r) / (std_batch r + eps): group mean, batch std (Liu et al. 2025, "Tricks or Traps?", #21)."""
+    _, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
+    _, std = batch_moments(inp.rewards, inp.valid)
+    return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
+
+
+@ADVANTAGES.register("reinforce_pp")
+def reinforce_pp(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """REINFORCE++: A_i = (r_i - mean_batch r) / (std_batch r + eps), global normalisation, no critic (Hu 2025)."""
+    mean, std = batch_moments(inp.rewards, inp.valid)
+    return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)

@@ -199,6 +199,8 @@ def validate(cfg: RunConfig) -> None:
             raise ConfigError(f"{key}: unknown name {name!r}; valid names: {', '.join(reg.names())}")
     if cfg.algorithm.clip_low < 0 or cfg.algorithm.clip_high < 0:
         raise ConfigError("algorithm.clip_low and algorithm.clip_high must be >= 0")
+    if cfg.algorithm.tis_cap is not None and cfg.algorithm.tis_cap < 1:
+        raise ConfigError(f"algorithm.tis_cap must be >= 1 (or null), got {cfg.algorithm.tis_cap}")
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     if cfg.control.enabled and cfg.warmstart.steps == 0:

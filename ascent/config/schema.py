@@ -116,6 +116,9 @@ class AlgorithmConfig:
     """PPO clip above: ratio <= 1 + clip_high (DAPO's clip-higher when > clip_low)."""
     dual_clip: Optional[float] = None
     """Dual-clip constant c > 1 bounding the loss of negative advantages (None: off)."""
+    tis_cap: Optional[float] = None
+    """Truncated importance sampling cap C: ratio-based losses weight each token by
+    min(pi_learner / pi_sampler, C) using the log-probs recorded at sampling time (None: off)."""
     kl_coef: float = 0.0
     """Weight of the KL penalty to the frozen reference policy (0: no reference model)."""
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
