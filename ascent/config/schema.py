@@ -116,6 +116,11 @@ class AlgorithmConfig:
     """PPO clip above: ratio <= 1 + clip_high (DAPO's clip-higher when > clip_low)."""
     dual_clip: Optional[float] = None
     """Dual-clip constant c > 1 bounding the loss of negative advantages (None: off)."""
+    dynamic_sampling: bool = False
+    """DAPO dynamic sampling: drop groups whose rewards are all equal (no signal) and sample more prompts
+    until train.prompts_per_step informative groups are collected or max_refill_rounds is reached."""
+    max_refill_rounds: int = 3
+    """Extra sampling rounds per step for dynamic sampling."""
     tis_cap: Optional[float] = None
     """Truncated importance sampling cap C: ratio-based losses weight each token by
     min(pi_learner / pi_sampler, C) using the log-probs recorded at sampling time (None: off)."""

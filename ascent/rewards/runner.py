@@ -165,3 +165,12 @@ class RewardRunner:
             if len(self.names) > 1 and has[:, k].any():
                 stats[f"reward/{name}"] = float(comps[has[:, k], k].mean())
         return RewardResult(rewards=total, valid=valid, components=comps, stats=stats)
+
+
+def concat_results(results: list[RewardResult]) -> RewardResult:
+    """Stack reward results; stats are averaged weighted by sample counts (counts of errors summed)."""
+    sizes = [len(r.rewards) for r in results]
+    keys = {k for r in results for k in r.stats}
+    stats = {k: sum(r.stats.get(k, 0.0) * n for r, n in zip(results, sizes)) / max(sum(sizes), 1) for k in keys}
+    stats["reward/errors"] = sum(r.stats.get("reward/errors", 0.0) for r in results)
+    return RewardResult(torch.cat([r.rewards for r in results]), torch.cat([r.valid for r in results]), torch.cat([r.components for r in results]), stats)

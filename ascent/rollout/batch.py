@@ -40,3 +40,28 @@ def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[
         policy_version=policy_version,
         stats={"rollout/completion_tokens": float(sum(lengths)), "rollout/completion_len_mean": sum(lengths) / max(total, 1), "rollout/truncated_frac": float((~gen.finished).float().mean())},
     )
+
+
+def concat_batches(batches: list[RolloutBatch]) -> RolloutBatch:
+    """Stack rollout batches (right-padding to the widest); group indices are renumbered so groups stay distinct."""
+    width = max(b.input_ids.shape[1] for b in batches)
+    pad = lambda x, v=0: torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)  # noqa: E731
+    offsets, start = [], 0
+    for b in batches:
+        offsets.append(start)
+        start += int(b.group_index.max()) + 1 if len(b) else 0
+    tokens = sum(b.stats.get("rollout/completion_tokens", 0.0) for b in batches)
+    total = sum(len(b) for b in batches)
+    return RolloutBatch(
+        input_ids=torch.cat([pad(b.input_ids) for b in batches]),
+        attention_mask=torch.cat([pad(b.attention_mask) for b in batches]),
+        completion_mask=torch.cat([pad(b.completion_mask) for b in batches]),
+        sampled_logprobs=torch.cat([pad(b.sampled_logprobs) for b in batches]),
+        group_index=torch.cat([b.group_index + o for b, o in zip(batches, offsets)]),
+        finished=torch.cat([b.finished for b in batches]),
+        prompts=[p for b in batches for p in b.prompts],
+        completions=[c for b in batches for c in b.completions],
+        fields=[f for b in batches for f in b.fields],
+        policy_version=batches[0].policy_version,
+        stats={"rollout/completion_tokens": tokens, "rollout/completion_len_mean": tokens / max(total, 1), "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean())},
+    )

@@ -67,11 +67,11 @@ class Learner:
         metrics: dict[str, float] = {}
         if old is not None:
             metrics["rollout/logprob_mismatch"] = float(((old - batch.sampled_logprobs).abs() * batch.completion_mask).max())
-        size = len(batch) // self.algo.mini_batches
+        bounds = [round(i * len(batch) / self.algo.mini_batches) for i in range(self.algo.mini_batches + 1)]  # exactly mini_batches parts
         skipped = 0
         for _ in range(self.algo.ppo_epochs):
-            for start in range(0, len(batch), size):
-                rows = slice(start, start + size)
+            for start, stop in zip(bounds[:-1], bounds[1:]):
+                rows = slice(start, stop)
                 m = self.optimizer_step(batch, advantages, mask, old, rows)
                 skipped += int(m.pop("loss/skipped"))
                 for k, v in m.items():

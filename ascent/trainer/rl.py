@@ -15,8 +15,8 @@ from ascent.config.schema import RunConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.data.sampler import RowSampler
 from ascent.policy.model import Policy
-from ascent.rewards.runner import RewardResult, RewardRunner
-from ascent.rollout.batch import assemble
+from ascent.rewards.runner import RewardResult, RewardRunner, concat_results
+from ascent.rollout.batch import assemble, concat_batches
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
@@ -57,19 +57,52 @@ class RLTrainer:
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
         t0 = time.perf_counter()
-        batch = self.rollout(self.sampler.next(self.cfg.train.prompts_per_step))
+        batch, scores, filtering = self.collect()
         t1 = time.perf_counter()
-        errors_before = len(self.parts.rewards.failure_log)
-        scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.fields)
-        self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
-        t2 = time.perf_counter()
         adv = self.advantage(AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask), self.cfg.algorithm)  # (N, T)
         update = self.learner.update(batch, adv, scores.valid)
         self.check_update(update)
-        t3 = time.perf_counter()
+        t2 = time.perf_counter()
         self.step_count += 1
-        times = {"time/rollout": t1 - t0, "time/reward": t2 - t1, "time/update": t3 - t2, "time/step": t3 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(t1 - t0, 1e-9)}
-        return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **update, **times}
+        times = {"time/rollout": self._rollout_s, "time/reward": t1 - t0 - self._rollout_s, "time/update": t2 - t1, "time/step": t2 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9)}
+        return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **filtering, **update, **times}
+
+    def sample_and_score(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
+        """Rollouts for the next `prompts` rows, then their rewards."""
+        t0 = time.perf_counter()
+        batch = self.rollout(self.sampler.next(prompts))
+        self._rollout_s += time.perf_counter() - t0
+        errors_before = len(self.parts.rewards.failure_log)
+        scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.fields)
+        self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
+        return batch, scores
+
+    def collect(self) -> tuple[RolloutBatch, RewardResult, dict[str, float]]:
+        """One step's scored rollouts; with DAPO dynamic sampling, only groups whose rewards differ,
+        refilled from fresh prompts for up to max_refill_rounds extra rounds."""
+        self._rollout_s = 0.0
+        want = self.cfg.train.prompts_per_step
+        batch, scores = self.sample_and_score(want)
+        if not self.cfg.algorithm.dynamic_sampling:
+            return batch, scores, {}
+        kept_b, kept_s, kept, dropped, rounds = [], [], 0, 0, 0
+        while True:
+            informative = informative_groups(scores, batch)  # (G,) bool
+            take = informative.nonzero().squeeze(-1)[: want - kept]
+            dropped += int((~informative).sum())
+            rows = torch.isin(batch.group_index, take).nonzero().squeeze(-1)
+            if len(rows):
+                kept_b.append(batch.select(rows))
+                kept_s.append(select_result(scores, rows))
+                kept += len(take)
+            if kept >= want or rounds >= self.cfg.algorithm.max_refill_rounds:
+                break
+            rounds += 1
+            batch, scores = self.sample_and_score(want - kept)
+        stats = {"rollout/dynamic_dropped_groups": float(dropped), "rollout/dynamic_refill_rounds": float(rounds), "rollout/dynamic_kept_groups": float(kept)}
+        if not kept_b:  # nothing informative at all: train on the last batch (all advantages are zero)
+            return batch, scores, stats
+        return concat_batches(kept_b), concat_results(kept_s), stats
 
     def rollout(self, indices: list[int]) -> RolloutBatch:
         """Sample `samples_per_prompt` completions for each row index."""
@@ -116,6 +149,20 @@ class RLTrainer:
         self.generator.set_state(state["generator"])
         self.learner.load_state_dict(state["learner"])
         set_rng_state(state["rng"])
+
+
+def informative_groups(scores: RewardResult, batch: RolloutBatch) -> torch.Tensor:
+    """(G,) bool: the group has at least two valid samples whose rewards differ."""
+    groups = int(batch.group_index.max()) + 1
+    big = torch.finfo(torch.float32).max
+    r = scores.rewards
+    lo = torch.full((groups,), big).scatter_reduce(0, batch.group_index, torch.where(scores.valid, r, torch.full_like(r, big)), "amin")
+    hi = torch.full((groups,), -big).scatter_reduce(0, batch.group_index, torch.where(scores.valid, r, torch.full_like(r, -big)), "amax")
+    return hi > lo
+
+
+def select_result(scores: RewardResult, rows: torch.Tensor) -> RewardResult:
+    return RewardResult(scores.rewards[rows], scores.valid[rows], scores.components[rows], dict(scores.stats))
 
 
 def reward_stats(scores: RewardResult, batch: RolloutBatch) -> dict[str, float]:

@@ -100,3 +100,17 @@ def test_nan_losses_skip_updates_then_abort(seven_task, monkeypatch):
     assert all(torch.equal(a, p) for a, p in zip(before, policy.model.parameters()))
     with pytest.raises(TrainingError, match="3 steps in a row"):
         trainer.step()
+
+
+def test_dynamic_sampling_keeps_only_informative_groups(seven_task):
+    trainer, _ = trainer_for(seven_task + ["algorithm.dynamic_sampling=true", "algorithm.max_refill_rounds=4", "train.prompts_per_step=4", "rollout.samples_per_prompt=6"])
+    batch, scores, stats = trainer.collect()
+    groups = torch.unique(batch.group_index)
+    assert stats["rollout/dynamic_kept_groups"] == len(groups) <= 4
+    assert stats["rollout/dynamic_dropped_groups"] > 0  # at init most groups are all-zero
+    assert len(batch) == 6 * len(groups) == len(scores.rewards)
+    for g in groups:
+        r = scores.rewards[batch.group_index == g]
+        assert r.max() > r.min()
+    m = trainer.step()  # the whole step runs on the filtered batch
+    assert m["rollout/dynamic_kept_groups"] <= 4 and m["loss/skipped_steps"] == 0
