@@ -110,7 +110,7 @@ def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
 def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
     """Warm start or control: imitate the teacher for `steps` optimizer steps."""
     if run.task.teacher is None:
-        raise RunDirError(f"the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")
+        raise RunDirError("the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")
     job = SFTRun(policy, run.task.train, run.task.teacher, run.encoder, optim, steps, run.cfg.warmstart.batch_size, run.cfg.train.micro_batch_size, run.cfg.seed + (1 if phase == "control" else 0))
     with progress_bar(phase, steps, run.cfg.logging.progress) as bar:
         def on_step(step: int, m: dict[str, float]) -> None:
