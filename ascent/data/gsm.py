@@ -8,7 +8,7 @@ Two sources, both offline and deterministic given a seed:
   for a 135M-parameter model to get some right before training.
 
 Rows are dicts ``{"prompt": question, "answer": "<number>", "source": "..."}``;
-:func:`write_jsonl` stores them atomically.
+:func:`write_jsonl` stores them atomically (read them back with `ascent.data.read_jsonl`).
 """
 
 from __future__ import annotations
@@ -345,8 +345,3 @@ def write_jsonl(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) ->
         raise
     return target
 
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read a JSON-lines file written by :func:`write_jsonl` (blank lines are ignored)."""
-    with Path(path).open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]

@@ -52,6 +52,7 @@ class RLTrainer:
         self.sampler = RowSampler(len(parts.rows), cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
+        self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with dynamic sampling)
         self._prompt_ids: dict[int, list[int]] = {}
 
     def step(self) -> dict[str, float]:
