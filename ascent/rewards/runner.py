@@ -7,9 +7,12 @@ first error of each reward logged once with its traceback) and leave the loss.
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import importlib.util
 import logging
+import inspect
 import math
 import queue
 import sys
@@ -31,8 +34,47 @@ class RewardSpecError(ValueError):
     """A reward spec that cannot be resolved."""
 
 
+def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
+    """`name(key=value, ...)` -> (name, {key: value}); values are Python literals (numbers, strings, lists).
+
+    >>> parse_spec_args("overlong(max_len=64, cache_len=16)")
+    ('overlong', {'max_len': 64, 'cache_len': 16})
+    >>> parse_spec_args("exact_answer")
+    ('exact_answer', {})
+    """
+    spec = spec.strip()
+    if not spec.endswith(")") or "(" not in spec:
+        return spec, {}
+    name, _, args = spec[:-1].partition("(")
+    try:
+        call = ast.parse(f"f({args})", mode="eval").body
+        kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError) as err:
+        raise RewardSpecError(f"reward spec {spec!r}: arguments must be key=literal pairs, e.g. overlong(max_len=64): {err}") from err
+    if call.args or any(k is None for k in kwargs):
+        raise RewardSpecError(f"reward spec {spec!r}: arguments must be named (key=value)")
+    return name.strip(), kwargs
+
+
 def resolve_reward(spec: str) -> RewardFn:
-    """A registered name, `package.module:function`, or `path/to/file.py:function` -> the callable."""
+    """A registered name, `package.module:function`, or `path/to/file.py:function` -> the callable;
+    any of them may carry keyword arguments, `name(key=value, ...)`, bound with functools.partial
+    (an unknown keyword fails here, not at the first step)."""
+    name, kwargs = parse_spec_args(spec)
+    fn = _resolve_callable(name)
+    if not kwargs:
+        return fn
+    params = inspect.signature(fn).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    unknown = [k for k in kwargs if k not in params and not takes_any]
+    if unknown or any(k in params and params[k].kind is inspect.Parameter.VAR_KEYWORD for k in kwargs):
+        raise RewardSpecError(f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(params)}")
+    bound = functools.partial(fn, **kwargs)
+    bound.__name__ = name  # type: ignore[attr-defined]
+    return bound
+
+
+def _resolve_callable(spec: str) -> RewardFn:
     if spec in REWARDS:
         return REWARDS.get(spec)
     if ":" not in spec:

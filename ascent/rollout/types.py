@@ -67,6 +67,17 @@ class RolloutBatch:
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
 
+    def reward_fields(self) -> list[dict[str, Any]]:
+        """(N) what a reward function receives besides prompts and completions: the row's fields plus
+        per-sample `completion_tokens` (int), `completion_logprob` (mean sampled log-prob per token),
+        `finished` (ended with EOS) and `group` (index of the sample's prompt in this batch)."""
+        lengths = self.completion_mask.sum(-1)  # (N,)
+        mean_lp = (self.sampled_logprobs * self.completion_mask).sum(-1) / lengths.clamp(min=1.0)
+        return [
+            {**f, "completion_tokens": int(n), "completion_logprob": float(lp), "finished": bool(fin), "group": int(g)}
+            for f, n, lp, fin, g in zip(self.fields, lengths.tolist(), mean_lp.tolist(), self.finished.tolist(), self.group_index.tolist())
+        ]
+
     def select(self, idx: torch.Tensor) -> "RolloutBatch":
         """The sub-batch of rows `idx` (1-D long), trimmed to its longest sequence."""
         width = int(self.attention_mask[idx].sum(-1).max()) if len(idx) else 1

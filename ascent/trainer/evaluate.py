@@ -50,7 +50,7 @@ class Evaluator:
             ids = [self.encoder(p) for p in prompts]
             gen = self.engine.generate(policy.model, ids, n, s, generator)
             batch = assemble(prompts, ids, [{k: v for k, v in r.items() if k != "prompt"} for r in chunk], gen, n, policy.tokenizer)
-            first = self.rewards.score(batch.prompts, batch.completions, batch.fields).components[:, 0]  # (p*n,)
+            first = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).components[:, 0]  # (p*n,)
             out.append((first >= self.threshold).reshape(len(chunk), n))
         return torch.cat(out)
 

@@ -60,7 +60,7 @@ class RLTrainer:
         t0 = time.perf_counter()
         batch, scores, filtering = self.collect()
         t1 = time.perf_counter()
-        adv = self.advantage(AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask), self.cfg.algorithm)  # (N, T)
+        adv = self.advantage(advantage_input(batch, scores), self.cfg.algorithm)  # (N, T)
         update = self.learner.update(batch, adv, scores.valid)
         self.check_update(update)
         t2 = time.perf_counter()
@@ -74,7 +74,7 @@ class RLTrainer:
         batch = self.rollout(self.sampler.next(prompts))
         self._rollout_s += time.perf_counter() - t0
         errors_before = len(self.parts.rewards.failure_log)
-        scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.fields)
+        scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
         self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
         return batch, scores
 
@@ -150,6 +150,17 @@ class RLTrainer:
         self.generator.set_state(state["generator"])
         self.learner.load_state_dict(state["learner"])
         set_rng_state(state["rng"])
+
+
+def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput:
+    """The estimator's input. extras: `logprobs` (N, T) sampled log-probs, `components` (N, K) each
+    reward's value, `finished` (N,) bool, and `task_index` (N,) long when rows carry a `task` field."""
+    extras = {"logprobs": batch.sampled_logprobs, "components": scores.components, "finished": batch.finished}
+    tasks = [f.get("task") for f in batch.fields]
+    if all(t is not None for t in tasks):
+        names = sorted({str(t) for t in tasks})
+        extras["task_index"] = torch.tensor([names.index(str(t)) for t in tasks], dtype=torch.long)
+    return AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask, extras)
 
 
 def informative_groups(scores: RewardResult, batch: RolloutBatch) -> torch.Tensor:
