@@ -3,6 +3,7 @@
     ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
     ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
     ascent list [advantages|losses|rewards|recipes|tasks|backends]
+    ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -20,10 +22,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.data.tasks import DataError
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
+    from ascent.trainer.compare import CompareError
     from ascent.trainer.pipeline import RunDirError
     from ascent.trainer.rl import TrainingError
 
-    return (ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
+    return (CompareError, ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -75,6 +78,18 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from ascent.config import ConfigError
+    from ascent.trainer.compare import compare
+
+    recipes = [a for a in args.items if "=" not in a]
+    overrides = [a for a in args.items if "=" in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    compare(recipes[0] if recipes else "default", overrides, args.vary, args.variants, args.seeds, args.name, args.jobs, args.output_dir, args.overwrite)
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.algorithms import ADVANTAGES, LOSSES
     from ascent.config.loader import read_recipe, recipe_names
@@ -107,6 +122,16 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("target", help="run directory or checkpoint folder")
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
     e.set_defaults(fn=cmd_eval)
+    c = sub.add_parser("compare", help="compare algorithm variants x seeds from one shared warm start")
+    c.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="recipe and key=value overrides shared by every variant")
+    c.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...", help="a config key and its values; several --vary give their cartesian product")
+    c.add_argument("--variants", metavar="FILE", help="YAML mapping variant name -> {key: value} (arms that change several keys)")
+    c.add_argument("--seeds", type=int, default=3, help="seeds per variant (seed, seed+1, ...)")
+    c.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="runs in parallel (each gets cpu_count/jobs torch threads)")
+    c.add_argument("--name", help="comparison name (directory under --output-dir)")
+    c.add_argument("--output-dir", default="compare", help="parent directory of comparisons")
+    c.add_argument("--overwrite", action="store_true", help="replace a different comparison of the same name")
+    c.set_defaults(fn=cmd_compare)
     ls = sub.add_parser("list", help="registered components and recipes")
     ls.add_argument("kind", nargs="?", choices=["advantages", "losses", "rewards", "recipes", "tasks", "backends"])
     ls.set_defaults(fn=cmd_list)
@@ -120,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # weight loading/saving bars would interleave with ascent's own
     p = parser()
     args, extra = p.parse_known_args(argv)
-    stray = [a for a in extra if a.startswith("-") or not hasattr(args, "items" if args.command == "train" else "overrides")]
+    target = "items" if args.command in ("train", "compare") else "overrides"
+    stray = [a for a in extra if a.startswith("-") or not hasattr(args, target)]
     if stray:
         p.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:  # key=value items given after an option
-        getattr(args, "items" if args.command == "train" else "overrides").extend(extra)
+        getattr(args, target).extend(extra)
     try:
         return args.fn(args)
     except _user_errors() as err:

@@ -77,6 +77,9 @@ class DataConfig:
     """Wrap each prompt with the tokenizer's chat template (instruct models)."""
     system_prompt: Optional[str] = None
     """System message for the chat template."""
+    split_seed: Optional[int] = None
+    """Seed of a built-in task's problems and train/held-out split (None: the run seed). Fix it when runs
+    with different seeds must share a held-out set (e.g. `ascent compare`)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,32 @@ class AlgorithmConfig:
     """Optimizer steps per pass (the rollout batch is split into this many mini-batches)."""
     norm_length: Optional[int] = None
     """Constant length for seq-mean-token-sum-norm (None: rollout.max_new_tokens)."""
+    rebel_eta: float = 1.0
+    """REBEL (#38): the regression predicts r(y) - r(y') by (1/eta) [log pi/pi_old(y) - log pi/pi_old(y')]."""
+    rebel_pairs: Literal["all", "adjacent"] = "all"
+    """REBEL: pairs within each group: every pair, or disjoint neighbours (0,1), (2,3), ... (the paper's two samples)."""
+    agro_beta: float = 0.1
+    """AGRO (#83): beta of the consistency r(y) - beta log pi/pi_ref(y) = const of the KL-regularised optimum."""
+    agro_score_coef: float = 0.0
+    """AGRO: weight of the on-policy likelihood-ratio part of the consistency loss's gradient (0: pathwise part only)."""
+    teacher: Optional[str] = None
+    """DistIL (#66): teacher model, a checkpoint folder or a run directory (its latest checkpoint); same tokenizer."""
+    a_star_beta: float = 0.5
+    """A*-PO (#104): beta of stage 1, V*(x) = beta log mean_j exp(r_j / beta) over reference samples."""
+    a_star_beta2: Optional[float] = None
+    """A*-PO: beta of the stage-2 regression (None: a_star_beta; the authors' scripts use 1e-3)."""
+    a_star_k: int = 8
+    """A*-PO: reference-policy samples per training prompt for V*."""
+    gae_gamma: float = 1.0
+    """GAE: discount per token."""
+    gae_lambda: float = 0.95
+    """GAE: lambda, the bias/variance trade-off (1: Monte Carlo returns minus the value)."""
+    gae_whiten: bool = True
+    """GAE: normalise the advantages over the batch's valid tokens (mean 0, std 1)."""
+    value_lr: Optional[float] = None
+    """GAE critic learning rate (None: train.optim.lr); the critic has its own AdamW and schedule."""
+    value_clip: Optional[float] = 0.2
+    """GAE critic: clip new values to old +- value_clip in the value loss (None: unclipped)."""
 
 
 @dataclass(frozen=True)
@@ -194,6 +223,9 @@ class WarmStartConfig:
     """Optimizer; anneal the lr so the warm start ends on a plateau."""
     eval_every: int = 100
     """Held-out accuracy every this many steps (shows the plateau)."""
+    init_from: Optional[str] = None
+    """Take the warm-start weights from this model folder (a run's `warmstart/` or a checkpoint) instead of
+    training them; the control then continues from it too."""
 
 
 @dataclass(frozen=True)

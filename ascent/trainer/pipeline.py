@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -78,7 +79,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     seed_everything(cfg.seed)
-    task = load_task(cfg.data, cfg.seed)
+    task = load_task(cfg.data, cfg.seed if cfg.data.split_seed is None else cfg.data.split_seed)
     policy = new_policy(cfg, task)
     encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
     r = cfg.rollout
@@ -119,10 +120,17 @@ def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConf
         job.run(on_step, lambda: evaluate(run, policy, pass_k=False), eval_every)
 
 
+def warmstart_folder(run: Run) -> Path:
+    """Where the warm-start weights live: `warmstart.init_from`, or the run's own `warmstart/`."""
+    return Path(run.cfg.warmstart.init_from) if run.cfg.warmstart.init_from else run.dir / "warmstart"
+
+
 def warmstart(run: Run, policy: Policy) -> None:
     """Train (or reload) the warm-start checkpoint."""
-    folder = run.dir / "warmstart"
-    if run.state.get("warmstart_done"):
+    folder = warmstart_folder(run)
+    if run.state.get("warmstart_done") or run.cfg.warmstart.init_from:
+        if not folder.exists():
+            raise RunDirError(f"warmstart.init_from={str(folder)!r} does not exist")
         load_weights(policy.model, folder)
         return
     t0 = time.perf_counter()
@@ -163,7 +171,7 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
 def control_phase(run: Run) -> dict[str, float]:
     """Continued imitation from the warm start for as many optimizer steps as RL took."""
     policy = new_policy(run.cfg, run.task)
-    load_weights(policy.model, run.dir / "warmstart")
+    load_weights(policy.model, warmstart_folder(run))
     steps = derived(run.cfg).total_rl_optimizer_steps
     optim = replace(run.cfg.train.optim, lr=run.cfg.control.lr or run.cfg.train.optim.lr)
     sft_phase(run, policy, "control", steps, optim, run.cfg.train.eval_every)
@@ -196,7 +204,7 @@ def train(cfg: RunConfig | None = None, run_dir: Path | None = None, resume: boo
     t0, wall_before = time.perf_counter(), state.get("wall_seconds", 0.0)
     run, policy = prepare(cfg, run_dir, state)
     print_header(run, policy)
-    if cfg.warmstart.steps:
+    if cfg.warmstart.steps or cfg.warmstart.init_from:
         warmstart(run, policy)
     if "before" not in run.state:
         run.state["before"] = evaluate(run, policy)
@@ -231,11 +239,20 @@ def finish(run: Run) -> dict[str, Any]:
         if key in s:
             summary[key] = round(s[key], 2)
     summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / max(1, cfg.train.steps), 4)
+    summary["peak_rss_mb"] = round(peak_rss_mb(), 1)
     write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
     plot_curves(run.logger.path, run.dir / "curves.png")
     run.logger.close()
     print_summary(summary)
     return summary
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far, in MiB (Linux reports KiB, macOS bytes)."""
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024.0 if sys.platform != "darwin" else peak / 2**20
 
 
 def print_summary(summary: dict[str, Any]) -> None:

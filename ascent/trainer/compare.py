@@ -1,0 +1,306 @@
+"""`ascent compare`: the same task, the same warm-start checkpoint, several algorithm variants x seeds.
+
+The method of "Tricks or Traps?" (#21 in the catalogue): change ONE piece at a time and compare on the
+same task from the same starting point. Layout of `compare/<name>/`:
+
+    plan.json        the recipe, shared overrides, variants and seeds (a rerun must match it)
+    warmstart/       one run that trains the shared warm start (train.steps=0)
+    runs/<variant>__seed<k>/   an ordinary run directory per variant and seed
+    results.json     per-run summaries and per-variant aggregates
+    table.md         mean +- std over seeds: held-out greedy accuracy, pass@1, pass@k, s/step, peak memory
+    curves.png       held-out accuracy and training reward against RL step, mean over seeds
+
+Every run is a subprocess `python -m ascent.cli train ...` (so runs cannot share state, and peak memory is
+per run). A killed comparison resumes where it stopped: finished runs are skipped, interrupted ones are
+continued from their latest checkpoint with `--resume`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from ascent.config.loader import ConfigError, load_config, parse_overrides
+from ascent.logging.metrics import read_metrics
+from ascent.trainer.checkpoint import write_text_atomic
+
+
+class CompareError(RuntimeError):
+    """A run of the comparison failed; the message names it and shows the end of its output."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm of the comparison: a name and the overrides that define it."""
+
+    name: str
+    overrides: tuple[str, ...]
+
+
+@dataclass
+class Plan:
+    """What a comparison runs; stored as plan.json so a resumed comparison checks it is the same one."""
+
+    recipe: str
+    overrides: list[str]
+    variants: list[Variant]
+    seeds: list[int]
+    split_seed: int
+    jobs: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def key(self) -> dict[str, Any]:
+        key = {"recipe": self.recipe, "overrides": self.overrides, "variants": [asdict(v) for v in self.variants], "seeds": self.seeds}
+        return json.loads(json.dumps(key))  # the form it has when read back from plan.json
+
+
+def parse_vary(items: list[str]) -> list[Variant]:
+    """`--vary KEY=V1,V2` (repeatable) -> the cartesian product of the values, one Variant each.
+
+    >>> [v.name for v in parse_vary(["algorithm.advantage=grpo,rloo", "algorithm.loss=ppo_clip,gspo"])]
+    ['advantage=grpo,loss=ppo_clip', 'advantage=grpo,loss=gspo', 'advantage=rloo,loss=ppo_clip', 'advantage=rloo,loss=gspo']
+    """
+    axes: list[list[tuple[str, str]]] = []
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key or not values:
+            raise ConfigError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. algorithm.advantage=grpo,rloo)")
+        axes.append([(key.strip(), v.strip()) for v in values.split(",") if v.strip()])
+    out = []
+    for combo in itertools.product(*axes):
+        name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo)
+        out.append(Variant(name, tuple(f"{k}={v}" for k, v in combo)))
+    return out
+
+
+def read_variants(path: str | Path) -> list[Variant]:
+    """A YAML file mapping variant name -> {dotted.key: value} (for arms that change several keys)."""
+    raw = yaml.safe_load(Path(path).read_text())
+    if not isinstance(raw, dict) or not all(isinstance(v, (dict, type(None))) for v in raw.values()):
+        raise ConfigError(f"{path}: expected a mapping of variant name -> {{key: value}}")
+    value = lambda v: v if isinstance(v, str) else json.dumps(v)  # noqa: E731 - overrides are parsed as YAML
+    return [Variant(str(name), tuple(f"{k}={value(v)}" for k, v in (over or {}).items())) for name, over in raw.items()]
+
+
+def slug(name: str) -> str:
+    """A directory-safe form of a variant name."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name).strip("_") or "variant"
+
+
+def check_variants(plan: Plan) -> None:
+    """Every variant must give a valid config: fail before any training starts."""
+    names = [v.name for v in plan.variants]
+    if not plan.variants:
+        raise ConfigError("nothing to compare: give --vary KEY=V1,V2 or --variants FILE")
+    if len(set(map(slug, names))) != len(names):
+        raise ConfigError(f"variant names must be distinct: {names}")
+    for v in plan.variants:
+        try:
+            load_config(plan.recipe, plan.overrides + list(v.overrides))
+        except ConfigError as err:
+            raise ConfigError(f"variant {v.name!r}: {err}") from err
+
+
+class Comparison:
+    """Runs a Plan under `root`; `run()` is resumable."""
+
+    def __init__(self, plan: Plan, root: Path, log: Callable[[str], None] = print) -> None:
+        self.plan, self.root, self.log = plan, Path(root), log
+
+    # -- plan ---------------------------------------------------------------------------------------
+    def open(self, overwrite: bool) -> None:
+        plan_file = self.root / "plan.json"
+        if plan_file.exists():
+            old = json.loads(plan_file.read_text())
+            if old != self.plan.key() and not overwrite:
+                raise ConfigError(f"{self.root} holds a different comparison (plan.json differs); use another --name or --overwrite")
+            if old != self.plan.key():
+                import shutil
+
+                shutil.rmtree(self.root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(plan_file, json.dumps(self.plan.key(), indent=2))
+
+    # -- runs ---------------------------------------------------------------------------------------
+    def base_cfg(self):
+        return load_config(self.plan.recipe, self.plan.overrides)
+
+    def threads(self) -> int:
+        return max(1, (os.cpu_count() or 1) // self.plan.jobs)
+
+    def train(self, run_dir: Path, overrides: list[str]) -> None:
+        """One `ascent train` subprocess; resumes a run directory that a killed comparison left behind."""
+        if (run_dir / "summary.json").exists():
+            return
+        if (run_dir / "state.json").exists():
+            cmd = ["train", "--resume", str(run_dir), f"threads={self.threads()}"]
+        else:
+            cmd = ["train", self.plan.recipe, *overrides, f"name={run_dir.name}", f"output_dir={run_dir.parent}", f"threads={self.threads()}", "logging.progress=false", "--overwrite"]
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with open(run_dir / "stdout.txt", "a") as out:
+            proc = subprocess.run([sys.executable, "-m", "ascent.cli", *cmd], stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        if proc.returncode != 0 or not (run_dir / "summary.json").exists():
+            tail = (run_dir / "stdout.txt").read_text().strip().splitlines()[-5:]
+            raise CompareError(f"run {run_dir} failed (exit {proc.returncode}); its output ends:\n  " + "\n  ".join(tail) + "\nfix it and rerun the same command: finished runs are kept")
+
+    def warmstart_dir(self) -> Optional[Path]:
+        """Train the shared warm start once (None when the recipe has none)."""
+        cfg = self.base_cfg()
+        if cfg.warmstart.init_from:
+            return Path(cfg.warmstart.init_from).resolve()
+        if not cfg.warmstart.steps:
+            return None
+        run_dir = self.root / "warmstart"
+        self.log(f"warm start -> {run_dir}")
+        self.train(run_dir, [*self.plan.overrides, "train.steps=0", "control.enabled=false", f"seed={self.plan.split_seed}", f"data.split_seed={self.plan.split_seed}"])
+        return (run_dir / "warmstart").resolve()
+
+    def run_dirs(self) -> list[tuple[Variant, int, Path]]:
+        return [(v, s, self.root / "runs" / f"{slug(v.name)}__seed{s}") for v in self.plan.variants for s in self.plan.seeds]
+
+    def run(self) -> dict[str, Any]:
+        """Train everything not yet done (jobs in parallel), then write results.json, table.md, curves.png."""
+        start = self.warmstart_dir()
+        shared = [*self.plan.overrides, f"data.split_seed={self.plan.split_seed}", "control.enabled=false"]
+        if start is not None:
+            shared.append(f"warmstart.init_from={start}")
+        todo = [(v, s, d) for v, s, d in self.run_dirs() if not (d / "summary.json").exists()]
+        self.log(f"{len(self.run_dirs()) - len(todo)} runs done, {len(todo)} to go, {self.plan.jobs} at a time")
+        t0 = time.perf_counter()
+
+        def one(item: tuple[Variant, int, Path]) -> None:
+            v, seed, run_dir = item
+            self.train(run_dir, [*shared, *v.overrides, f"seed={seed}"])
+            summary = json.loads((run_dir / "summary.json").read_text())
+            self.log(f"  {v.name} seed {seed}: accuracy {summary['accuracy_after_rl']:.3f} ({time.perf_counter() - t0:.0f}s)")
+
+        with ThreadPoolExecutor(max_workers=self.plan.jobs) as pool:
+            list(pool.map(one, todo))
+        return self.report()
+
+    # -- results ------------------------------------------------------------------------------------
+    def report(self) -> dict[str, Any]:
+        runs = []
+        for v, seed, run_dir in self.run_dirs():
+            summary = json.loads((run_dir / "summary.json").read_text())
+            runs.append({"variant": v.name, "seed": seed, "dir": str(run_dir), **summary})
+        warm = self.root / "warmstart" / "summary.json"
+        baseline = json.loads(warm.read_text()).get("accuracy_before_rl") if warm.exists() else None
+        aggregates = aggregate_runs(runs, [v.name for v in self.plan.variants])
+        results = {"plan": self.plan.key(), "warm_start_accuracy": baseline, "variants": aggregates, "runs": runs}
+        write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))
+        write_text_atomic(self.root / "table.md", results_table(aggregates, baseline))
+        plot_comparison(self.run_dirs(), self.root / "curves.png")
+        return results
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    """Mean and sample std (0 for one value).
+
+    >>> mean_std([1.0, 2.0, 3.0])
+    (2.0, 1.0)
+    """
+    m = sum(values) / len(values)
+    sd = math.sqrt(sum((x - m) ** 2 for x in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return m, sd
+
+
+def aggregate_runs(runs: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
+    """Per variant: mean and std over seeds of every numeric summary field."""
+    out = []
+    for name in order:
+        mine = [r for r in runs if r["variant"] == name]
+        keys = sorted({k for r in mine for k, v in r.items() if isinstance(v, (int, float)) and k not in ("seed", "steps")})
+        stats = {k: mean_std([float(r[k]) for r in mine if k in r]) for k in keys}
+        out.append({"variant": name, "seeds": [r["seed"] for r in mine], **{k: {"mean": m, "std": s} for k, (m, s) in stats.items()}})
+    return out
+
+
+def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> str:
+    """Markdown: one row per variant, the first variant being the baseline the deltas refer to."""
+    pass_keys = sorted({k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")}, key=lambda k: int(k[5:].split("_")[0]))
+    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[k.removesuffix("_after_rl") for k in pass_keys], "s/step", "peak RSS MiB", "seeds"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    base = aggregates[0]["accuracy_after_rl"]["mean"]
+    fmt = lambda a, k, d=3: f"{a[k]['mean']:.{d}f} ± {a[k]['std']:.{d}f}" if k in a else "–"  # noqa: E731
+    for a in aggregates:
+        delta = a["accuracy_after_rl"]["mean"] - base
+        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in pass_keys], fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
+        lines.append("| " + " | ".join(cells) + " |")
+    if warm is not None:
+        lines.append(f"\nWarm start (the shared starting checkpoint): greedy accuracy {warm:.3f}.")
+    return "\n".join(lines) + "\n"
+
+
+def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> None:
+    """Held-out accuracy (eval points and the final evaluation) and training reward, mean over seeds."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5))
+    names = list(dict.fromkeys(v.name for v, _, _ in run_dirs))
+    for name in names:
+        acc: dict[int, list[float]] = {}
+        reward: dict[int, list[float]] = {}
+        for v, _, d in run_dirs:
+            if v.name != name or not (d / "metrics.jsonl").exists():
+                continue
+            rows = [r for r in read_metrics(d / "metrics.jsonl") if r["phase"] == "rl"]
+            for r in rows:
+                if r.get("eval/accuracy") is not None:
+                    acc.setdefault(r["step"], []).append(r["eval/accuracy"])
+                if r.get("reward/mean") is not None:
+                    reward.setdefault(r["step"], []).append(r["reward/mean"])
+            summary = d / "summary.json"
+            if summary.exists() and rows:
+                acc.setdefault(rows[-1]["step"], []).append(json.loads(summary.read_text())["accuracy_after_rl"])
+        if acc:
+            steps = sorted(acc)
+            axes[0].plot(steps, [sum(acc[s]) / len(acc[s]) for s in steps], marker="o", label=name)
+        if reward:
+            steps = sorted(reward)
+            vals = [sum(reward[s]) / len(reward[s]) for s in steps]
+            k = max(1, len(vals) // 20)  # moving average over ~5% of the run
+            smooth = [sum(vals[max(0, i - k + 1): i + 1]) / len(vals[max(0, i - k + 1): i + 1]) for i in range(len(vals))]
+            axes[1].plot(steps, smooth, label=name)
+    axes[0].set(xlabel="RL step", ylabel="held-out greedy accuracy", title="held-out accuracy (mean over seeds)")
+    axes[1].set(xlabel="RL step", ylabel="reward", title="training reward (mean over seeds, smoothed)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    if names:
+        axes[1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def compare(recipe: str, overrides: list[str], vary: list[str], variants_file: Optional[str], seeds: int, name: Optional[str], jobs: int, output_dir: str = "compare", overwrite: bool = False) -> dict[str, Any]:
+    """Build the plan, check every variant's config, run what is missing, write the results."""
+    variants = (read_variants(variants_file) if variants_file else []) + (parse_vary(vary) if vary else [])
+    parse_overrides(overrides)  # fail early on a malformed override
+    base = load_config(recipe, overrides)
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+    plan = Plan(recipe, list(overrides), variants, [base.seed + i for i in range(seeds)], base.seed, max(1, jobs))
+    check_variants(plan)
+    label = name or slug(f"{Path(recipe).stem}-" + "-".join(v.name for v in variants[:3]))[:80]
+    comparison = Comparison(plan, Path(output_dir) / label)
+    comparison.open(overwrite)
+    results = comparison.run()
+    print((comparison.root / "table.md").read_text())
+    print(f"results in {comparison.root}/ (results.json, table.md, curves.png)")
+    return results
