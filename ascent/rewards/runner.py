@@ -163,7 +163,8 @@ class RewardRunner:
     def _call(self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]) -> tuple[list[float], list[bool]]:
         """One reward's values (NaN: failed or no opinion) and which samples it failed on."""
         n, name = len(completions), self.names[k]
-        status, values = call_with_timeout(self.fns[k], self.timeout_s, prompts, completions, **cols)
+        bound = getattr(self.fns[k], "keywords", None) or {}  # knobs from the spec `name(k=v)` win over same-named columns
+        status, values = call_with_timeout(self.fns[k], self.timeout_s, prompts, completions, **{c: v for c, v in cols.items() if c not in bound})
         if status == "timeout":
             self._fail(name, f"timed out after {self.timeout_s:g}s (reward_timeout_s); the call is abandoned")
             return [math.nan] * n, [True] * n

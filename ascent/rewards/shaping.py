@@ -6,8 +6,8 @@ knobs as keyword arguments, so a config can say `overlong(max_len=64, cache_len=
 correctness signal take it from another reward named by `matcher` (a registered name or any reward spec;
 default `last_number`). docs/parts/rewards.md has the formulas and when to use each one.
 
-Caveat of the calling convention: a dataset row field with the same name as a keyword (e.g. a column called
-`alpha`) reaches the reward as that keyword and overrides the configured value; name columns accordingly.
+Keywords given in the spec win: the runner does not pass a dataset column that has the same name as a
+keyword bound by the spec (e.g. a column called `alpha` when the spec says `base_and_bonus(alpha=0.3)`).
 """
 
 from __future__ import annotations

@@ -312,3 +312,12 @@ def test_resolve_file_that_fails_to_import(tmp_path):
 def test_runner_resolves_at_construction(tmp_path):
     with pytest.raises(RewardSpecError):
         RewardRunner(["exact_answer", f"{tmp_path / 'gone.py'}:f"])
+
+
+def test_spec_arguments_win_over_same_named_columns():
+    from ascent.rewards.runner import RewardRunner
+
+    runner = RewardRunner(["overlong(max_len=10, cache_len=4)"])
+    fields = [{"max_len": 1000, "completion_tokens": n} for n in (6, 8, 11)]  # a column named like the knob
+    scores = runner.score(["p"] * 3, ["a"] * 3, fields)
+    assert scores.components[:, 0].tolist() == [0.0, -0.5, -1.0]  # the spec's max_len=10, not the rows' 1000
