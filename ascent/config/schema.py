@@ -165,6 +165,34 @@ class AlgorithmConfig:
     """GAE critic learning rate (None: train.optim.lr); the critic has its own AdamW and schedule."""
     value_clip: Optional[float] = 0.2
     """GAE critic: clip new values to old +- value_clip in the value loss (None: unclipped)."""
+    taco_alpha: float = 0.01
+    """TACO (#6): tail-risk strictness; a token is risky when -log p > local entropy + log(1/alpha)."""
+    taco_floor: float = 0.1
+    """TACO: smallest factor on a risky token's positive advantage (1 - the paper's lambda), in (0, 1]."""
+    taco_window: int = 16
+    """TACO: preceding completion tokens whose mean surprisal estimates the local entropy."""
+    exppo_strength: float = 0.5
+    """ExPPO (#98): bound of the surprisal shaping, weights in [1 - s, 1 + s] times the pass rate; in [0, 1)."""
+    exppo_threshold: float = 1.0
+    """ExPPO: a response passes (counts in the prompt's pass rate) when its reward is >= this."""
+    aem_strength: float = 0.5
+    """AEM (#91): bound of the advantage x relative-surprisal rescaling, factors in [1 - s, 1 + s]; in [0, 1)."""
+    success_adaptive_threshold: float = 1.0
+    """GUI-Libra success-adaptive scaling (#8): a sample succeeds when its reward is >= this."""
+    success_adaptive_strength: float = 1.0
+    """success_adaptive: negative advantages are multiplied by 1 - strength x the group's success rate; in [0, 1]."""
+    sa_mrpo_power: float = 1.0
+    """SA-MRPO (#52): each objective's discount is (1 - batch saturation) ** power (0: no discount)."""
+    tmn_difficulty: float = 1.0
+    """TMN-Reweight (#71): a group weighs 1 + this x (1 - its mean reward placed in its task's range)."""
+    rapo_power: float = 1.0
+    """RAPO (#9): GRPO advantages times (2 sqrt(p (1 - p))) ** -power, p the group mean reward (0: GRPO)."""
+    maxrl_threshold: float = 1.0
+    """MaxRL (#50): a sample is correct when its reward is >= this."""
+    maxrl_order: int = 0
+    """MaxRL: order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood (0: group size)."""
+    maxrl_baseline: bool = True
+    """MaxRL: subtract the unbiased leave-one-out baseline (zeroes all-correct and all-failed groups)."""
 
 
 @dataclass(frozen=True)
