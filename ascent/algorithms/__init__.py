@@ -5,5 +5,6 @@ from ascent.algorithms.aggregate import AGG_MODES, aggregate
 from ascent.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from ascent.algorithms.losses import LOSSES
 from ascent.algorithms.types import AdvantageInput, LossInput
+from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
 
 __all__ = ["ADVANTAGES", "AGG_MODES", "KL_ESTIMATORS", "LOSSES", "AdvantageInput", "LossInput", "aggregate", "kl_penalty"]

@@ -115,3 +115,203 @@ def cispo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
         raw = torch.exp(log_ratio)
         metrics = {"loss/policy": float(loss), "loss/clip_frac": float(masked_mean((raw != weight).float(), inp.mask))}
     return with_kl(loss, inp, cfg, metrics)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sequence-level regressions and distillation. A loss says what the learner must give it beyond the
+# default fields with a `requires` attribute: "rewards", "groups" (whole groups per micro-batch, plus
+# `group_index`), "ref" (a frozen reference), "v_star", "full_logits", "teacher".
+# ---------------------------------------------------------------------------------------------------------
+
+
+def requires(*needs: str):
+    """Decorator: declare the inputs a loss needs beyond the default LossInput fields (`fn.requires`)."""
+
+    def deco(fn):
+        fn.requires = frozenset(needs)
+        return fn
+
+    return deco
+
+
+def _need(inp: LossInput, loss: str, *fields: str) -> None:
+    missing = [f for f in fields if getattr(inp, f) is None]
+    if missing:
+        raise ValueError(f"loss {loss!r} needs LossInput.{', '.join(missing)}; the learner fills them from the loss's `requires`")
+
+
+def sequence_mean(per_seq: torch.Tensor, inp: LossInput) -> torch.Tensor:
+    """Sum of per-sequence losses (N,) over the mini-batch's sequence count, through the one reduction
+    (`aggregate` in seq-mean-token-sum mode with each sequence's value on a single position)."""
+    one = torch.zeros_like(inp.mask)
+    one[:, 0] = 1.0
+    return aggregate(per_seq[:, None] * one, one, "seq-mean-token-sum", num_seqs=inp.num_seqs)
+
+
+def sequence_tis_gap(inp: LossInput) -> torch.Tensor:
+    """(N,) sum over a sequence's tokens of log pi_old - log pi_sampler (0 without sampling-time log-probs)."""
+    if inp.sampled_logprobs is None:
+        return torch.zeros(inp.mask.shape[0], dtype=inp.old_logprobs.dtype, device=inp.mask.device)
+    return ((inp.old_logprobs - inp.sampled_logprobs) * inp.mask).sum(-1).detach()
+
+
+def truncated_weight(gap: torch.Tensor, cfg) -> torch.Tensor:
+    """Sequence-level truncated importance weight min(exp(gap), tis_cap); 1 when tis_cap is None."""
+    if cfg.tis_cap is None:
+        return torch.ones_like(gap)
+    return torch.exp(gap.clamp(max=20.0)).clamp(max=cfg.tis_cap)
+
+
+def group_mean(x: torch.Tensor, group_index: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    """(N,) mean of `x` over the rows of each row's group where `ok` (0 for groups without such rows)."""
+    _, g = torch.unique(group_index, return_inverse=True)
+    w = ok.to(x.dtype)
+    total = torch.zeros(int(g.max()) + 1 if g.numel() else 0, dtype=x.dtype, device=x.device).index_add(0, g, torch.where(ok, x, torch.zeros_like(x)))
+    count = torch.zeros_like(total).index_add(0, g, w)
+    return (total / count.clamp(min=1.0))[g]
+
+
+def group_pairs(group_index: torch.Tensor, ok: torch.Tensor, mode: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Index pairs (i, j), i before j, of usable rows of the same group: every pair ("all") or disjoint
+    neighbours ("adjacent": 1st with 2nd, 3rd with 4th, ...; an odd one out is left unpaired).
+
+    >>> g = torch.tensor([0, 0, 0, 1, 1]); ok = torch.tensor([True, True, True, True, False])
+    >>> [t.tolist() for t in group_pairs(g, ok, "all")], [t.tolist() for t in group_pairs(g, ok, "adjacent")]
+    ([[0, 0, 1], [1, 2, 2]], [[0], [1]])
+    """
+    if mode not in ("all", "adjacent"):
+        raise ValueError(f"unknown pairing {mode!r}; valid: all, adjacent")
+    first, second = [], []
+    for g in torch.unique(group_index[ok]).tolist():
+        rows = ((group_index == g) & ok).nonzero().squeeze(-1)
+        if mode == "all":
+            pairs = torch.combinations(rows, 2)  # (P_g, 2)
+            a, b = pairs[:, 0], pairs[:, 1]
+        else:
+            m = len(rows) // 2 * 2
+            a, b = rows[0:m:2], rows[1:m:2]
+        first.append(a)
+        second.append(b)
+    empty = torch.zeros(0, dtype=torch.long, device=group_index.device)
+    return (torch.cat(first) if first else empty), (torch.cat(second) if second else empty)
+
+
+def usable(inp: LossInput) -> torch.Tensor:
+    """(N,) bool: the row has tokens in the loss (its reward is valid)."""
+    return inp.mask.sum(-1) > 0
+
+
+def sequence_log_ratio_sum(logprobs: torch.Tensor, other: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N,) sum over each sequence's tokens of logprobs - other: the sequence log ratio log pi/pi_other(y)."""
+    return ((logprobs - other) * mask).sum(-1)
+
+
+@LOSSES.register("rebel")
+@requires("rewards", "groups")
+def rebel(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    """REBEL (#38, Gao et al. 2024): regress reward differences with policy log-ratio differences.
+
+    For pairs (y, y') of one prompt, l = ((1/eta) [log pi/pi_old(y) - log pi/pi_old(y')] - (r(y) - r(y')))^2,
+    log-ratios summed over each sequence's tokens. Pairing (`rebel_pairs`): "all" uses every pair of the
+    group (G(G-1)/2 regressions from G samples), "adjacent" the disjoint pairs (1st, 2nd), (3rd, 4th), ...
+    i.e. the paper's two-samples-per-prompt form. Each sequence's loss is the mean of its pairs' losses;
+    the mean over the mini-batch's sequences equals the mean over pairs when groups are full. Sequence-level,
+    so `loss_agg` does not apply. At pi = pi_old the gradient is -(2/eta) sum_pairs (r - r')(grad log pi(y) -
+    grad log pi(y')): a pairwise policy gradient (RLOO-like for "all"). With tis_cap each pair is weighted by
+    min(pi_old(y) pi_old(y') / (pi_sampler(y) pi_sampler(y')), tis_cap) (sequence-level truncated IS).
+    """
+    _need(inp, "rebel", "rewards", "group_index")
+    ok = usable(inp)
+    seq = sequence_log_ratio_sum(inp.logprobs, inp.old_logprobs, inp.mask)  # (N,)
+    i, j = group_pairs(inp.group_index, ok, cfg.rebel_pairs)
+    pred = (seq[i] - seq[j]) / cfg.rebel_eta  # (P,)
+    target = inp.rewards[i] - inp.rewards[j]
+    gap = sequence_tis_gap(inp)
+    sq = truncated_weight(gap[i] + gap[j], cfg) * (pred - target).pow(2)  # (P,)
+    n = inp.mask.shape[0]
+    zeros = torch.zeros(n, dtype=sq.dtype, device=sq.device)
+    count = zeros.index_add(0, i, torch.ones_like(sq)).index_add(0, j, torch.ones_like(sq))  # pairs per sequence
+    per_seq = zeros.index_add(0, i, sq).index_add(0, j, sq) / count.clamp(min=1.0)
+    loss = sequence_mean(per_seq, inp)
+    with torch.no_grad():
+        metrics = {"loss/policy": float(loss), "loss/rebel_pred_abs": float(pred.abs().mean()) if len(i) else 0.0}
+    return with_kl(loss, inp, cfg, metrics)
+
+
+@LOSSES.register("agro")
+@requires("rewards", "groups", "ref")
+def agro(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    """AGRO (#83, Tang et al. 2025): generation consistency of the KL-regularised optimum.
+
+    pi* = pi_ref exp(r / beta) / Z satisfies c(y) = r(y) - beta log pi*/pi_ref(y) = beta log Z for EVERY
+    generation y. The loss is the spread of the regularised reward c around its group mean b (the
+    sample estimate of the constant, computed without grad):
+        l_i = (c_i - b_g)^2 / (2 beta),  c_i = r_i - beta sum_t log pi/pi_ref(y_i,t).
+    Its gradient, -(c_i - b_g) grad log pi(y_i) = -(r_i - b_g) grad log pi(y_i) + (beta / 2) grad (log pi/pi_ref(y_i))^2,
+    is a policy-gradient term plus a squared log-ratio term; it vanishes at pi* whatever distribution the
+    samples came from, which is what lets AGRO learn from on- and off-policy data alike. (Reading chosen:
+    the paper's pathwise gradient. With samples drawn from pi itself, the consistency objective's gradient
+    has a second, likelihood-ratio part sg(l_i - mean_g l) grad log pi(y_i); `agro_score_coef` adds it with
+    that weight, default 0.) A group with one usable sample carries no signal. Sequence-level, so
+    `loss_agg` does not apply; no truncated IS (the objective does not assume on-policy samples).
+    """
+    _need(inp, "agro", "rewards", "group_index", "ref_logprobs")
+    ok = usable(inp)
+    beta = cfg.agro_beta
+    log_ratio = sequence_log_ratio_sum(inp.logprobs, inp.ref_logprobs, inp.mask)  # (N,)
+    c = inp.rewards - beta * log_ratio  # (N,) regularised reward
+    dev = c - group_mean(c.detach(), inp.group_index, ok)
+    per_seq = dev.pow(2) / (2.0 * beta)
+    if cfg.agro_score_coef:
+        f = per_seq.detach()
+        per_seq = per_seq + cfg.agro_score_coef * (f - group_mean(f, inp.group_index, ok)) * (inp.logprobs * inp.mask).sum(-1)
+    loss = sequence_mean(torch.where(ok, per_seq, torch.zeros_like(per_seq)), inp)
+    with torch.no_grad():
+        metrics = {"loss/policy": float(loss), "loss/agro_consistency": float((dev.pow(2) * ok).sum() / ok.sum().clamp(min=1)), "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / ok.sum().clamp(min=1))}
+    return with_kl(loss, inp, cfg, metrics)
+
+
+@LOSSES.register("a_star_po")
+@requires("rewards", "ref", "v_star")
+def a_star_po(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    """A*-PO (#104, Brantley et al. 2025): regress the optimal advantage r(x, y) - V*(x).
+
+    l = (beta2 sum_t log pi/pi_ref(y_t) - (r(x, y) - V*(x)))^2 per sequence, mean over sequences; V* comes
+    from stage 1 (`ascent.trainer.a_star`: V*(x) = beta log mean_j exp(r_j / beta) over a_star_k samples of
+    the reference policy). beta2 = a_star_beta2, or a_star_beta when None: with one beta the loss is exactly
+    zero at pi* = pi_ref exp(r / beta) / Z (given the exact V*); the authors' scripts decouple them (0.5 for
+    V*, 1e-3 for the regression). The paper samples ONE completion per prompt (rollout.samples_per_prompt=1);
+    more also works, each regressed on its own. Rows whose V* is unknown (all reference samples failed) are
+    left out. With tis_cap each sequence is weighted by min(pi_old(y) / pi_sampler(y), tis_cap).
+    """
+    _need(inp, "a_star_po", "rewards", "ref_logprobs", "v_star")
+    ok = usable(inp) & torch.isfinite(inp.v_star)
+    beta2 = cfg.a_star_beta if cfg.a_star_beta2 is None else cfg.a_star_beta2
+    log_ratio = sequence_log_ratio_sum(inp.logprobs, inp.ref_logprobs, inp.mask)  # (N,)
+    target = torch.where(ok, inp.rewards - inp.v_star, torch.zeros_like(inp.rewards))  # estimated A*(x, y)
+    per_seq = truncated_weight(sequence_tis_gap(inp), cfg) * (beta2 * log_ratio - target).pow(2)
+    loss = sequence_mean(torch.where(ok, per_seq, torch.zeros_like(per_seq)), inp)
+    with torch.no_grad():
+        k = ok.sum().clamp(min=1)
+        metrics = {"loss/policy": float(loss), "loss/a_star_adv_mean": float(target.sum() / k), "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / k)}
+    return with_kl(loss, inp, cfg, metrics)
+
+
+@LOSSES.register("distil")
+@requires("full_logits", "teacher")
+def distil(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
+    """DistIL (#66): distributional DAgger, forward cross-entropy to a teacher on the student's own states.
+
+    l_t = H(pi_teacher(. | x_<t), pi(. | x_<t)) = -sum_v pi_teacher(v | x_<t) log pi(v | x_<t) over the full
+    vocabulary, at every sampled completion position (the student's rollouts are the visited states),
+    reduced by `aggregate` with `loss_agg`. Minimised (gradient zero) exactly where the student equals the
+    teacher; H - H(teacher) = KL(teacher || student) is reported. The teacher (`algorithm.teacher`) must
+    share the student's tokenizer. Rewards and advantages are not used (add kl_coef for a reference KL).
+    """
+    _need(inp, "distil", "logits", "teacher_logprobs")
+    ce = -(inp.teacher_logprobs.exp() * inp.logits).sum(-1)  # (N, T)
+    loss = _reduce(ce, inp, cfg)
+    with torch.no_grad():
+        teacher_entropy = -(inp.teacher_logprobs.exp() * inp.teacher_logprobs).sum(-1)
+        metrics = {"loss/policy": float(loss), "loss/distil_kl": float(masked_mean(ce - teacher_entropy, inp.mask))}
+    return with_kl(loss, inp, cfg, metrics)

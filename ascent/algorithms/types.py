@@ -47,3 +47,16 @@ class LossInput:
     """(N, T) log-probs under the frozen reference (KL penalty), if any."""
     sampled_logprobs: Optional[torch.Tensor] = None
     """(N, T) log-probs recorded by the rollout engine at sampling time."""
+    rewards: Optional[torch.Tensor] = None
+    """(N,) sequence rewards (0 where the reward failed; those rows have an all-zero `mask`). Losses that
+    declare `requires` "rewards" get it."""
+    group_index: Optional[torch.Tensor] = None
+    """(N,) long: the prompt (group) of each sequence. With "groups" required, every micro-batch holds whole
+    groups, so pairwise / group-mean terms see all of a group's sequences."""
+    v_star: Optional[torch.Tensor] = None
+    """(N,) A*-PO's estimate of the optimal value V*(x) of each sequence's prompt ("v_star")."""
+    logits: Optional[torch.Tensor] = None
+    """(N, T, V) full-vocabulary log-softmax of the current policy, with grad ("full_logits"); position t is
+    the distribution of token t given the tokens before it (aligned like `logprobs`; position 0 is 0)."""
+    teacher_logprobs: Optional[torch.Tensor] = None
+    """(N, T, V) full-vocabulary log-softmax of the frozen teacher, aligned like `logits` ("teacher")."""

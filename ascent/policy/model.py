@@ -59,6 +59,61 @@ def token_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_ma
     return torch.nn.functional.pad(picked, (1, 0))  # (N, T)
 
 
+def full_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Teacher-forced log-softmax over the whole vocabulary: out[:, t] = log p(. | x_<t); out[:, 0] = 0.
+
+    The sibling of `token_logprobs` for losses that need every token's probability (distillation):
+    `out.gather(-1, input_ids[..., None])` equals `token_logprobs` at t >= 1. Returns (N, T, V) float32.
+    """
+    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()  # (N, T-1, V)
+    if temperature not in (0.0, 1.0):
+        logits = logits / temperature
+    return torch.nn.functional.pad(torch.log_softmax(logits, dim=-1), (0, 0, 1, 0))  # (N, T, V)
+
+
+class ValueModel(torch.nn.Module):
+    """A critic for PPO with GAE: a copy of the policy's transformer trunk (its own weights, all trained)
+    with a scalar head, zero-initialised so every value starts at 0.
+
+    A separate model rather than a head on the policy: the policy's loss and the value loss never share
+    gradients, and a LoRA policy (peft) is supported by merging its adapters into the copy first (the critic
+    then trains all of its weights). Values are aligned like `token_logprobs`: out[:, t] = V(x_<t), the value
+    of the state in which token t is chosen; out[:, 0] = 0.
+    """
+
+    def __init__(self, trunk: torch.nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.trunk = trunk
+        self.head = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.head.weight)
+        torch.nn.init.zeros_(self.head.bias)
+
+    @classmethod
+    def from_policy(cls, model: torch.nn.Module) -> "ValueModel":
+        """A critic whose trunk starts from the policy's current weights."""
+        import copy
+
+        source = copy.deepcopy(model)
+        if hasattr(source, "merge_and_unload"):  # peft: fold the adapters into plain weights
+            source = source.merge_and_unload()
+        trunk = getattr(source, "base_model", None)
+        if trunk is None or trunk is source:
+            raise ValueError(f"cannot build a value model from {type(model).__name__}: it has no transformer trunk (base_model)")
+        hidden = getattr(source.config, "hidden_size", None)
+        if hidden is None:
+            raise ValueError(f"cannot build a value model from {type(model).__name__}: its config has no hidden_size")
+        critic = cls(trunk, int(hidden)).to(next(trunk.parameters()).device)
+        for p in critic.parameters():
+            p.requires_grad_(True)
+        return critic
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(N, T) float32 values, out[:, t] = V(x_<t), out[:, 0] = 0."""
+        hidden = self.trunk(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[:, :-1]  # (N, T-1, H)
+        values = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1).float()  # (N, T-1)
+        return torch.nn.functional.pad(values, (1, 0))
+
+
 def scratch_model(cfg: ModelConfig, vocab_size: int, bos: int, eos: int, pad: int) -> PreTrainedModel:
     """A randomly initialised Qwen2- or Llama-architecture model (tied embeddings)."""
     kwargs = dict(

@@ -9,8 +9,9 @@ import torch
 from ascent.rollout.types import Generation, RolloutBatch
 
 
-def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[str, Any]], gen: Generation, n: int, tokenizer, policy_version: int = 0) -> RolloutBatch:
-    """Concatenate each prompt with each of its n completions; masks mark the sampled tokens."""
+def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[str, Any]], gen: Generation, n: int, tokenizer, policy_version: int = 0, row_indices: list[int] | None = None) -> RolloutBatch:
+    """Concatenate each prompt with each of its n completions; masks mark the sampled tokens.
+    `row_indices` (one per prompt): the prompts' training-row indices, repeated into `row_index`."""
     total = len(prompt_ids) * n
     lengths = gen.lengths.tolist()
     widths = [len(prompt_ids[i // n]) + lengths[i] for i in range(total)]
@@ -39,6 +40,7 @@ def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[
         fields=[fields[i // n] for i in range(total)],
         policy_version=policy_version,
         stats={"rollout/completion_tokens": float(sum(lengths)), "rollout/completion_len_mean": sum(lengths) / max(total, 1), "rollout/truncated_frac": float((~gen.finished).float().mean())},
+        row_index=None if row_indices is None else torch.tensor(row_indices, dtype=torch.long).repeat_interleave(n),
     )
 
 
@@ -64,4 +66,5 @@ def concat_batches(batches: list[RolloutBatch]) -> RolloutBatch:
         fields=[f for b in batches for f in b.fields],
         policy_version=batches[0].policy_version,
         stats={"rollout/completion_tokens": tokens, "rollout/completion_len_mean": tokens / max(total, 1), "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean())},
+        row_index=torch.cat([b.row_index for b in batches]) if all(b.row_index is not None for b in batches) else None,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -63,6 +63,9 @@ class RolloutBatch:
     """Learner step whose weights produced this batch."""
     stats: dict[str, float] = field(default_factory=dict)
     """Timing and token counts (rollout/ namespace)."""
+    row_index: Optional[torch.Tensor] = None
+    """(N,) long: index of each sequence's training row in the dataset (None where the rows are not
+    training rows, e.g. evaluation); A*-PO looks up its per-row V* with it."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -94,4 +97,5 @@ class RolloutBatch:
             fields=pick(self.fields),
             policy_version=self.policy_version,
             stats=dict(self.stats),
+            row_index=None if self.row_index is None else self.row_index[idx],
         )

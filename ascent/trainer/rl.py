@@ -20,6 +20,7 @@ from ascent.rollout.batch import assemble, concat_batches
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
+from ascent.trainer.a_star import estimate_v_star
 from ascent.trainer.learner import Learner
 
 log = logging.getLogger(__name__)
@@ -54,19 +55,36 @@ class RLTrainer:
         self.step_count, self.bad_steps = 0, 0
         self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with dynamic sampling)
         self._prompt_ids: dict[int, list[int]] = {}
+        self.v_star: Optional[torch.Tensor] = None  # (rows,) A*-PO's V* per training row, once estimated
 
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
+        self.prepare_v_star()
         t0 = time.perf_counter()
         batch, scores, filtering = self.collect()
         t1 = time.perf_counter()
-        adv = self.advantage(advantage_input(batch, scores), self.cfg.algorithm)  # (N, T)
-        update = self.learner.update(batch, adv, scores.valid)
+        adv, values = self.advantages(batch, scores)  # (N, T) each; values only for critic-based estimators
+        v_star = None if self.v_star is None else self.v_star[batch.row_index]
+        update = self.learner.update(batch, adv, scores.valid, rewards=scores.rewards, v_star=v_star, values=values)
         self.check_update(update)
         t2 = time.perf_counter()
         self.step_count += 1
         times = {"time/rollout": self._rollout_s, "time/reward": t1 - t0 - self._rollout_s, "time/update": t2 - t1, "time/step": t2 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9)}
         return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **filtering, **update, **times}
+
+    def advantages(self, batch: RolloutBatch, scores: RewardResult) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The registered estimator's advantages (N, T), and the critic's values (N, T) when it requires "values"."""
+        inp = advantage_input(batch, scores)
+        if "values" in getattr(self.advantage, "requires", ()):
+            inp.extras["values"] = self.learner.critic.values(batch)
+        return self.advantage(inp, self.cfg.algorithm), inp.extras.get("values")
+
+    def prepare_v_star(self) -> None:
+        """A*-PO stage 1, once, when the loss requires "v_star": V* of every training row from samples of
+        the frozen reference (initial) policy; kept in the trainer state, so resume does not redo it."""
+        if self.v_star is None and "v_star" in self.learner.requires:
+            a = self.cfg.algorithm
+            self.v_star = estimate_v_star(self.learner.reference, self.parts, self._encode, a.a_star_k, a.a_star_beta, self.cfg.seed + 1, self.cfg.eval.batch_size)
 
     def sample_and_score(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
         """Rollouts for the next `prompts` rows, then their rewards."""
@@ -113,7 +131,7 @@ class RLTrainer:
         self.parts.policy.model.eval()
         gen = self.parts.engine.generate(self.parts.policy.model, ids, n, self.parts.settings, self.generator)
         fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
-        return assemble([r["prompt"] for r in rows], ids, fields, gen, n, self.parts.policy.tokenizer, self.step_count)
+        return assemble([r["prompt"] for r in rows], ids, fields, gen, n, self.parts.policy.tokenizer, self.step_count, row_indices=indices)
 
     def _encode(self, i: int) -> list[int]:
         if i not in self._prompt_ids:
@@ -142,7 +160,7 @@ class RLTrainer:
             on_step(self.step_count, metrics)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state()}
+        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(), "v_star": self.v_star}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count, self.bad_steps = state["step"], state["bad_steps"]
@@ -150,6 +168,7 @@ class RLTrainer:
         self.generator.set_state(state["generator"])
         self.learner.load_state_dict(state["learner"])
         set_rng_state(state["rng"])
+        self.v_star = state.get("v_star")
 
 
 def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput:

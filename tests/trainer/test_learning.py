@@ -6,11 +6,16 @@ import json
 
 import pytest
 import torch
+import yaml
 
 from ascent.algorithms import LOSSES
 from ascent.algorithms.aggregate import AGG_MODES
 from ascent.config import load_config
+from ascent.config.loader import to_dict
+from ascent.policy.model import Policy
+from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.pipeline import prepare
+from ascent.trainer.teacher import TeacherError
 from ascent.trainer.rl import RLParts, RLTrainer, TrainingError
 from ascent.rollout.engine import make_engine
 
@@ -52,10 +57,10 @@ def test_reward_rises_and_parameters_change(seven_task):
     assert len(changed) == len(before)
 
 
-@pytest.mark.parametrize("loss", LOSSES.names())
+@pytest.mark.parametrize("loss", [name for name in LOSSES.names() if name != "distil"])  # distil needs a teacher: test_distil_*
 @pytest.mark.parametrize("agg", AGG_MODES)
 def test_every_loss_and_aggregation_updates(seven_task, loss, agg):
-    trainer, policy = trainer_for(seven_task + [f"algorithm.loss={loss}", f"algorithm.loss_agg={agg}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.kl_coef=0.1"])
+    trainer, policy = trainer_for(seven_task + [f"algorithm.loss={loss}", f"algorithm.loss_agg={agg}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.kl_coef=0.1", "algorithm.a_star_k=1"])
     before = [p.detach().clone() for p in policy.model.parameters()]
     m = trainer.step()
     assert all(torch.isfinite(p).all() for p in policy.model.parameters())
@@ -114,3 +119,108 @@ def test_dynamic_sampling_keeps_only_informative_groups(seven_task):
         assert r.max() > r.min()
     m = trainer.step()  # the whole step runs on the filtered batch
     assert m["rollout/dynamic_kept_groups"] <= 4 and m["loss/skipped_steps"] == 0
+
+
+def sgd_update(overrides):
+    """The parameter change of one RL step with plain SGD (lr 1): the accumulated gradient itself."""
+    trainer, policy = trainer_for(overrides + ["train.optim.grad_clip=0"])
+    trainer.learner.optimizer = torch.optim.SGD(policy.model.parameters(), lr=1.0)
+    trainer.learner.scheduler = torch.optim.lr_scheduler.LambdaLR(trainer.learner.optimizer, lambda s: 1.0)
+    start = torch.cat([p.detach().flatten() for p in policy.model.parameters()])
+    trainer.step()
+    return torch.cat([p.detach().flatten() for p in policy.model.parameters()]) - start
+
+
+@pytest.mark.parametrize("loss", ["rebel", "agro"])
+def test_group_losses_see_whole_groups_and_accumulate_exactly(seven_task, loss):
+    """Pairwise / group-mean losses: micro-batches hold whole groups, so 1 micro-batch == 4 == 'size 1'
+    (a group larger than micro_batch_size forms its own micro-batch)."""
+    base = seven_task + [f"algorithm.loss={loss}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "algorithm.a_star_k=1"]
+    results = [sgd_update(base + [f"train.micro_batch_size={micro}"]) for micro in (16, 5, 1)]
+    assert results[0].abs().max() > 1e-5
+    for other in results[1:]:
+        assert torch.allclose(results[0], other, atol=1e-6)
+
+
+def test_group_aligned_mini_and_micro_batches(seven_task):
+    trainer, _ = trainer_for(seven_task + ["algorithm.loss=rebel", "train.prompts_per_step=3", "rollout.samples_per_prompt=4", "algorithm.mini_batches=2", "train.micro_batch_size=6"])
+    batch, _, _ = trainer.collect()
+    assert trainer.learner.mini_batch_bounds(batch) == [0, 8, 12]  # 3 groups of 4 -> 2 + 1 groups, exactly 2 steps
+    assert [c.tolist() for c in trainer.learner.micro_batches(batch, slice(0, 8))] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    trainer.learner.micro_batch_size = 8
+    assert [len(c) for c in trainer.learner.micro_batches(batch, slice(0, 12))] == [8, 4]
+    m = trainer.step()
+    assert m["loss/skipped_steps"] == 0
+    trainer, _ = trainer_for(seven_task + ["algorithm.loss=rebel", "train.prompts_per_step=2", "rollout.samples_per_prompt=4", "algorithm.mini_batches=4"])
+    with pytest.raises(ValueError, match="2 groups cannot fill algorithm.mini_batches=4"):
+        trainer.step()
+
+
+def test_a_star_po_estimates_v_star_once_per_training_row(seven_task, monkeypatch):
+    import ascent.trainer.rl as rl
+
+    calls = []
+    real = rl.estimate_v_star
+    monkeypatch.setattr(rl, "estimate_v_star", lambda *a, **k: calls.append(1) or real(*a, **k))
+    trainer, policy = trainer_for(seven_task + ["algorithm.loss=a_star_po", "algorithm.a_star_k=2", "rollout.samples_per_prompt=1", "train.prompts_per_step=8", "train.optim.lr=1e-2"])
+    for _ in range(2):
+        m = trainer.step()
+        assert m["loss/skipped_steps"] == 0
+    assert len(calls) == 1 and trainer.v_star.shape == (len(trainer.parts.rows),)
+    # seven task: r in {0, 1}; V* = 0.5 log mean exp(2 r) over 2 samples is one of 0, 0.5 log((1 + e^2) / 2), 1
+    allowed = torch.tensor([0.0, 0.5 * torch.log(torch.tensor((1 + torch.e ** 2) / 2)).item(), 1.0])
+    assert all(torch.isclose(v, allowed, atol=1e-5).any() for v in trainer.v_star)
+    state = trainer.state_dict()
+    fresh, _ = trainer_for(seven_task + ["algorithm.loss=a_star_po", "algorithm.a_star_k=2", "rollout.samples_per_prompt=1", "train.prompts_per_step=8"])
+    fresh.load_state_dict(state)
+    fresh.step()
+    assert len(calls) == 1 and torch.equal(fresh.v_star, trainer.v_star)  # resumed: no second stage 1
+
+
+def save_teacher(seven_task, tmp_path):
+    """A differently-initialised model with the student's tokenizer, saved by ascent's Checkpointer inside a
+    run directory (config.yaml + checkpoints/)."""
+    trainer, teacher = trainer_for(seven_task + ["seed=1"])
+    run_dir = tmp_path / "teacher_run"
+    folder = Checkpointer(run_dir / "checkpoints").save(5, teacher, {"step": 5})
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(to_dict(trainer.cfg), sort_keys=False))
+    return run_dir, folder, teacher
+
+
+@pytest.mark.parametrize("target", ["checkpoint", "run_dir"])
+def test_distil_from_a_saved_teacher(seven_task, tmp_path, target):
+    run_dir, folder, teacher = save_teacher(seven_task, tmp_path)
+    path = folder if target == "checkpoint" else run_dir
+    trainer, policy = trainer_for(seven_task + ["algorithm.loss=distil", f"algorithm.teacher={path}", "train.prompts_per_step=8", "rollout.samples_per_prompt=4", "train.optim.lr=3e-3"])
+    loaded = trainer.learner.teacher
+    assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), teacher.model.state_dict().values()))
+    assert not any(p.requires_grad for p in loaded.parameters())
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    kls = [trainer.step()["loss/distil_kl"] for _ in range(6)]
+    assert all(torch.isfinite(p).all() for p in policy.model.parameters())
+    assert any(not torch.equal(a, p) for a, p in zip(before, policy.model.parameters()))
+    assert kls[-1] < kls[0]  # the student moves towards the teacher
+
+
+def test_distil_needs_a_teacher_with_the_same_vocabulary(seven_task, tmp_path, tokenizer):
+    from tests.conftest import tiny_qwen
+
+    with pytest.raises(ValueError, match="set algorithm.teacher"):
+        trainer_for(seven_task + ["algorithm.loss=distil"])
+    other = tmp_path / "other"
+    Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer).save(other)  # another alphabet: 17 tokens
+    with pytest.raises(TeacherError, match="tokenizer"):
+        trainer_for(seven_task + ["algorithm.loss=distil", f"algorithm.teacher={other}"])
+
+
+def test_gae_step_trains_policy_and_critic(seven_task):
+    trainer, policy = trainer_for(seven_task + ["algorithm.advantage=gae", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.mini_batches=2", "algorithm.ppo_epochs=2"])
+    critic = trainer.learner.critic
+    assert critic is not None and not any(p is q for p in critic.model.parameters() for q in policy.model.parameters())
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    critic_before = [p.detach().clone() for p in critic.model.parameters()]
+    m = trainer.step()
+    assert m["loss/skipped_steps"] == 0 and m["value/skipped"] == 0 and torch.isfinite(torch.tensor(m["value/loss"]))
+    assert all(torch.isfinite(p).all() for p in list(policy.model.parameters()) + list(critic.model.parameters()))
+    assert any(not torch.equal(a, p) for a, p in zip(before, policy.model.parameters()))
+    assert any(not torch.equal(a, p) for a, p in zip(critic_before, critic.model.parameters()))
