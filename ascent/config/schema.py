@@ -165,32 +165,6 @@ class AlgorithmConfig:
     """GAE critic learning rate (None: train.optim.lr); the critic has its own AdamW and schedule."""
     value_clip: Optional[float] = 0.2
     """GAE critic: clip new values to old +- value_clip in the value loss (None: unclipped)."""
-    rebel_eta: float = 1.0
-    """REBEL (#38): the regression predicts r(y) - r(y') by (1/eta) [log pi/pi_old(y) - log pi/pi_old(y')]."""
-    rebel_pairs: Literal["all", "adjacent"] = "all"
-    """REBEL: pairs within each group: every pair, or disjoint neighbours (0,1), (2,3), ... (the paper's two samples)."""
-    agro_beta: float = 0.1
-    """AGRO (#83): beta of the consistency r(y) - beta log pi/pi_ref(y) = const of the KL-regularised optimum."""
-    agro_score_coef: float = 0.0
-    """AGRO: weight of the on-policy likelihood-ratio part of the consistency loss's gradient (0: pathwise part only)."""
-    teacher: Optional[str] = None
-    """DistIL (#66): teacher model, a checkpoint folder or a run directory (its latest checkpoint); same tokenizer."""
-    a_star_beta: float = 0.5
-    """A*-PO (#104): beta of stage 1, V*(x) = beta log mean_j exp(r_j / beta) over reference samples."""
-    a_star_beta2: Optional[float] = None
-    """A*-PO: beta of the stage-2 regression (None: a_star_beta; the authors' scripts use 1e-3)."""
-    a_star_k: int = 8
-    """A*-PO: reference-policy samples per training prompt for V*."""
-    gae_gamma: float = 1.0
-    """GAE: discount per token."""
-    gae_lambda: float = 0.95
-    """GAE: lambda, the bias/variance trade-off (1: Monte Carlo returns minus the value)."""
-    gae_whiten: bool = True
-    """GAE: normalise the advantages over the batch's valid tokens (mean 0, std 1)."""
-    value_lr: Optional[float] = None
-    """GAE critic learning rate (None: train.optim.lr); the critic has its own AdamW and schedule."""
-    value_clip: Optional[float] = 0.2
-    """GAE critic: clip new values to old +- value_clip in the value loss (None: unclipped)."""
     taco_alpha: float = 0.01
     """TACO (#6): tail-risk strictness; a token is risky when -log p > local entropy + log(1/alpha)."""
     taco_floor: float = 0.1
