@@ -44,7 +44,8 @@ def load_teacher(path: str | Path, student: Policy) -> torch.nn.Module:
         from ascent.trainer.checkpoint import load_weights
 
         cfg = config_from_dict(yaml.safe_load((run_dir / "config.yaml").read_text()))
-        model = build_policy(cfg.model, student.tokenizer, cfg.seed).model
+        with torch.random.fork_rng(devices=[]):  # building re-seeds torch; leave the run's RNG alone
+            model = build_policy(cfg.model, student.tokenizer, cfg.seed).model
         load_weights(model, folder)
         model = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
         tokenizer = None
