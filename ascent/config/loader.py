@@ -203,7 +203,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"algorithm.tis_cap must be >= 1 (or null), got {cfg.algorithm.tis_cap}")
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
-    if cfg.control.enabled and cfg.warmstart.steps == 0:
+    _check_algorithm_knobs(cfg.algorithm)
+    if cfg.control.enabled and cfg.warmstart.steps == 0 and not cfg.warmstart.init_from:
         raise ConfigError("control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false")
     if cfg.model.source == "hf" and not cfg.model.path:
         raise ConfigError("model.source=hf needs model.path (a Hugging Face model folder)")
@@ -214,6 +215,27 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
     if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
         raise ConfigError("data.task=jsonl needs both data.train and data.eval")
+
+
+def _check_algorithm_knobs(a) -> None:
+    """Ranges of the technique knobs (AlgorithmConfig), so a bad value fails here, not as NaN steps later."""
+    opt = lambda v, lo, hi: v is None or lo(v) and hi(v)  # noqa: E731
+    gt0, ge0, ge1, le1, any_ = (lambda v: v > 0), (lambda v: v >= 0), (lambda v: v >= 1), (lambda v: v <= 1), (lambda v: True)
+    checks = [
+        ("rebel_eta", a.rebel_eta, gt0, any_, "> 0"), ("agro_beta", a.agro_beta, gt0, any_, "> 0"),
+        ("agro_score_coef", a.agro_score_coef, ge0, any_, ">= 0"), ("a_star_beta", a.a_star_beta, gt0, any_, "> 0"),
+        ("a_star_beta2", a.a_star_beta2, gt0, any_, "> 0 (or null)"), ("a_star_k", a.a_star_k, ge1, any_, ">= 1"),
+        ("gae_gamma", a.gae_gamma, gt0, le1, "in (0, 1]"), ("gae_lambda", a.gae_lambda, ge0, le1, "in [0, 1]"),
+        ("value_lr", a.value_lr, gt0, any_, "> 0 (or null)"), ("value_clip", a.value_clip, gt0, any_, "> 0 (or null)"),
+        ("taco_alpha", a.taco_alpha, gt0, any_, "> 0"), ("taco_floor", a.taco_floor, gt0, le1, "in (0, 1]"),
+        ("taco_window", a.taco_window, ge1, any_, ">= 1"), ("maxrl_order", a.maxrl_order, ge0, any_, ">= 0 (0: the group size)"),
+        ("success_adaptive_strength", a.success_adaptive_strength, ge0, le1, "in [0, 1]"),
+    ]
+    for name, value, lo, hi, text in checks:
+        if not opt(value, lo, hi):
+            raise ConfigError(f"algorithm.{name} must be {text}, got {value}")
+    if a.loss == "distil" and not a.teacher:
+        raise ConfigError("algorithm.loss=distil needs algorithm.teacher: a checkpoint folder or a run directory of a model with the same tokenizer")
 
 
 def derived(cfg: RunConfig) -> Derived:

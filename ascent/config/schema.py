@@ -89,6 +89,10 @@ class RolloutConfig:
     backend: Literal["ascent", "cached", "hf"] = "ascent"
     """ascent: the project's functional decoder (preallocated KV cache, shared prompt prefill, finished rows
     leave the batch); cached: the same scheme through the HF forward (any causal LM); hf: `model.generate`."""
+    max_active_sequences: int = 0
+    """Most sequences decoded at once (ascent and vllm backends; 0: all of them). Under a cap, a finished
+    sequence's slot is refilled from a queue ordered longest-predicted-first (Seer-style); sampled tokens do
+    not depend on the cap or the order."""
     samples_per_prompt: int = 8
     """Completions per prompt (the group size G)."""
     max_new_tokens: int = 8

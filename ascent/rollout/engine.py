@@ -15,7 +15,8 @@ from transformers import DynamicCache, PreTrainedModel
 
 from ascent.registry import Registry
 from ascent.rollout.fast import Decoder, supports
-from ascent.rollout.sampling import sample_tokens
+from ascent.rollout.sampling import draw_uniforms, sample_tokens
+from ascent.rollout.scheduling import LengthPredictor, RequestQueue
 from ascent.rollout.types import Generation, SamplingSettings
 
 ENGINES: Registry = Registry("rollout backend")
@@ -62,8 +63,9 @@ class CachedEngine:
         finished = torch.zeros(total, dtype=torch.bool, device=device)
         rows = torch.arange(total, device=device)  # original index of each active row
         next_pos = mask.sum(-1)  # (A,)
+        u = draw_uniforms(generator, s.max_new_tokens, total, s, device)  # (max_new, N): one per (position, sequence)
         for t in range(s.max_new_tokens):
-            tok, lp = sample_tokens(logits, s, generator, rows, total)  # (A,)
+            tok, lp = sample_tokens(logits, s, u=None if u is None else u[t, rows])  # (A,)
             tokens[rows, t], logps[rows, t] = tok, lp
             lengths[rows] += 1
             ended = tok == s.eos_id if not s.ignore_eos else torch.zeros_like(tok, dtype=torch.bool)
@@ -77,7 +79,7 @@ class CachedEngine:
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
             out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True)
             logits, next_pos = out.logits[:, -1], next_pos + 1
-        return Generation(tokens=tokens, logprobs=logps, lengths=lengths, finished=finished)
+        return Generation(tokens=tokens.cpu(), logprobs=logps.cpu(), lengths=lengths.cpu(), finished=finished.cpu())
 
 
 class HFGenerateEngine:
@@ -108,6 +110,7 @@ class HFGenerateEngine:
 
 def finish_generation(new: torch.Tensor, lp: torch.Tensor, s: SamplingSettings) -> Generation:
     """Cut (N, t) sampled ids at the first EOS and pad to max_new_tokens."""
+    new, lp = new.cpu(), lp.cpu()
     total, steps = new.shape
     is_eos = new == s.eos_id if not s.ignore_eos else torch.zeros_like(new, dtype=torch.bool)
     has_eos = is_eos.any(-1)
@@ -123,68 +126,133 @@ def finish_generation(new: torch.Tensor, lp: torch.Tensor, s: SamplingSettings) 
 
 class FastEngine:
     """ascent's engine: the functional Llama/Qwen2 decoder (`ascent.rollout.fast`) over a KV cache
-    preallocated once; each prompt prefilled once and its cache copied to its n samples; finished rows
-    compacted out of the batch. Models it does not support go to `CachedEngine`."""
+    preallocated once. Each prompt is prefilled once and its keys/values copied into the cache slots of its
+    samples. Models it does not support go to `CachedEngine`.
+
+    Requests are (group, sample) pairs. With `max_active_sequences` = 0 all of them decode at once and
+    finished rows are compacted out of the batch (once `compact_fraction` of it has ended). With a cap C,
+    at most C decode at once (continuous batching): when a row finishes, its slot is refilled at the next
+    step from a queue of waiting requests, ordered longest-predicted-first (`schedule="longest"`, see
+    `ascent.rollout.scheduling`) or in request order (`schedule="fifo"`). `predictor`, the per-prompt
+    length history, lives with the engine and is updated after every call.
+
+    Every uniform a call can use is drawn up front per (sequence, position), so neither the cap nor the
+    order changes what a sequence samples.
+
+    A slot's cache holds the prompt's first L-1 tokens (left-padded, prefilled once per prompt), then one
+    column per decode step: the first step feeds the prompt's last token, step t feeds token t-1 and samples
+    token t. Rows admitted at different times sit at different steps, so each writes its own column.
+    """
 
     compact_fraction = 0.25
-    """Compact the batch when this share of its rows has finished."""
+    """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None) -> None:
+        if max_active_sequences < 0:
+            raise ValueError(f"max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
+        if schedule not in ("longest", "fifo"):
+            raise ValueError(f"schedule must be 'longest' or 'fifo', got {schedule!r}")
         self.fallback = CachedEngine()
+        self.max_active_sequences = max_active_sequences
+        self.schedule = schedule
+        self.predictor = LengthPredictor() if predictor is None else predictor
+        self.last_stats: dict[str, float] = {}
+        """Decode steps and mean active rows of the last call."""
 
     @torch.inference_mode()
     def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
         if not supports(model):
-            return self.fallback.generate(model, prompt_ids, n, s, generator)
+            gen = self.fallback.generate(model, prompt_ids, n, s, generator)
+        else:
+            gen = self._generate(model, prompt_ids, n, s, generator)
+        self.predictor.update(prompt_ids, gen.lengths.reshape(len(prompt_ids), n).cpu())
+        return gen
+
+    def _generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
         dec = Decoder(model)
-        ids, mask = left_pad(prompt_ids, s.pad_id, next(model.parameters()).device)  # (P, L)
-        (p, width), total = ids.shape, len(prompt_ids) * n
-        dec.rope_table(width + s.max_new_tokens + 1)
-        cache = dec.new_cache(total, width + s.max_new_tokens)
-        logits = self.prefill(dec, ids, mask, cache, n)  # (N, V)
-        key_valid = torch.zeros((total, width + s.max_new_tokens), dtype=torch.bool)
-        key_valid[:, :width] = mask.bool().repeat_interleave(n, 0)
-        out = Generation(torch.full((total, s.max_new_tokens), s.pad_id, dtype=torch.long), torch.zeros((total, s.max_new_tokens)), torch.zeros(total, dtype=torch.long), torch.zeros(total, dtype=torch.bool))
-        rows = torch.arange(total)  # original index of each batch row
-        alive = torch.ones(total, dtype=torch.bool)  # (A,) rows still generating
-        next_pos = mask.sum(-1).repeat_interleave(n)  # (A,)
-        for t in range(s.max_new_tokens):
-            tok, lp = sample_tokens(logits, s, generator, rows, total)  # (A,)
-            live = rows[alive]
-            out.tokens[live, t], out.logprobs[live, t] = tok[alive], lp[alive]
-            out.lengths[live] += 1
-            ended = alive & (tok == s.eos_id) if not s.ignore_eos else torch.zeros_like(alive)
-            out.finished[rows[ended]] = True
-            alive = alive & ~ended
-            if t == s.max_new_tokens - 1 or not bool(alive.any()):
+        device = next(model.parameters()).device
+        ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
+        (p, width), total, max_new = ids.shape, len(prompt_ids) * n, s.max_new_tokens
+        head = width - 1  # prompt columns prefilled; column `head` (every prompt's last token) is fed at step 0
+        cap = total if self.max_active_sequences == 0 else min(self.max_active_sequences, total)
+        u = draw_uniforms(generator, max_new, total, s, device)  # (max_new, N) or None
+        dec.rope_table(width + max_new + 1)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, L)
+        prompt_kv = self.prefill(dec, ids[:, :head], mask[:, :head], positions[:, :head]) if head else None
+        keys, values = cache = dec.new_cache(cap, head + max_new)
+        key_valid = torch.zeros((cap, head + max_new), dtype=torch.bool, device=device)
+        out = Generation(torch.full((total, max_new), s.pad_id, dtype=torch.long, device=device), torch.zeros((total, max_new), device=device), torch.zeros(total, dtype=torch.long, device=device), torch.zeros(total, dtype=torch.bool, device=device))
+        # per slot: request (sequence) id, step (tokens sampled so far), token to feed, its position, alive
+        seq, step = torch.zeros(cap, dtype=torch.long, device=device), torch.zeros(cap, dtype=torch.long, device=device)
+        feed, pos = torch.zeros(cap, dtype=torch.long, device=device), torch.zeros(cap, dtype=torch.long, device=device)
+        alive = torch.zeros(cap, dtype=torch.bool, device=device)
+        longest = self.schedule == "longest" and cap < total  # all at once: request order (row order can move float ULPs)
+        history = [self.predictor.predict(q) for q in prompt_ids] if longest else [None] * p
+        queue = RequestQueue(p, n, history, longest, unknown=float(max_new))
+
+        def admit(slots: torch.Tensor, requests: list[int]) -> None:
+            r = torch.tensor(requests, dtype=torch.long, device=device)
+            g = r // n
+            if head:
+                keys[:, slots, :, :, :head] = prompt_kv[0][:, g]
+                values[:, slots, :, :head] = prompt_kv[1][:, g]
+            key_valid[slots] = False
+            key_valid[slots, :head] = mask[g, :head].bool()
+            seq[slots], step[slots], feed[slots], pos[slots], alive[slots] = r, 0, ids[g, head], positions[g, head], True
+
+        a = cap  # rows in use: 0..a-1 (dead ones included until compaction)
+        admit(torch.arange(cap, device=device), queue.pop(cap))
+        lockstep, steps, active_sum = True, 0, 0  # lockstep: every row at the same step (nothing refilled yet)
+        while True:
+            col = head + step[:a]  # (a,) each row's cache column
+            key_valid[torch.arange(a, device=device), col] = True
+            end = int(col.max()) + 1
+            start = int(col[0]) if lockstep else col
+            logits = dec.forward(feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end])  # (a, V)
+            steps, active_sum = steps + 1, active_sum + int(alive[:a].sum())
+            r, t, live = seq[:a], step[:a], alive[:a]
+            tok, lp = sample_tokens(logits, s, u=None if u is None else u[t, r])  # (a,)
+            lr, lt = r[live], t[live]
+            out.tokens[lr, lt], out.logprobs[lr, lt] = tok[live], lp[live]
+            out.lengths[lr] += 1
+            eos = live & (tok == s.eos_id) if not s.ignore_eos else torch.zeros_like(live)
+            out.finished[r[eos]] = True
+            ended = eos | (live & (t == max_new - 1))
+            alive[:a] = live & ~ended
+            step[:a] = (t + 1).clamp(max=max_new - 1)  # dead rows stay in range until refilled or compacted
+            feed[:a], pos[:a] = tok, pos[:a] + 1
+            free = (~alive[:a]).nonzero().squeeze(-1)
+            if len(queue) and len(free):
+                if longest:  # context: what this call's finished and running siblings say about their groups
+                    done = ended.nonzero().squeeze(-1)
+                    queue.observe_finished(r[done].tolist(), out.lengths[r[done]].tolist())
+                    queue.observe_running(r[alive[:a]].tolist(), step[:a][alive[:a]].tolist())
+                requests = queue.pop(len(free))
+                admit(free[: len(requests)], requests)
+                lockstep = False
+            if not bool(alive[:a].any()):
                 break
-            slot = width + t
-            if float((~alive).float().mean()) >= self.compact_fraction:
-                keep = alive.nonzero().squeeze(-1)
-                keys, values = cache
-                keys[:, : len(keep), :, :, :slot] = keys[:, keep, :, :, :slot]
-                values[:, : len(keep), :, :slot] = values[:, keep, :, :slot]
-                rows, tok, next_pos, alive = rows[keep], tok[keep], next_pos[keep], alive[keep]
+            if not len(queue) and len(free) >= self.compact_fraction * a:
+                keep = alive[:a].nonzero().squeeze(-1)
+                keys[:, : len(keep), :, :, :end] = keys[:, keep, :, :, :end]
+                values[:, : len(keep), :, :end] = values[:, keep, :, :end]
                 key_valid[: len(keep)] = key_valid[keep].clone()
-            a = len(rows)
-            key_valid[:a, slot] = True
-            logits = dec.forward(tok[:, None], next_pos[:, None], cache, slot, key_valid[:a, None, None, : slot + 1])
-            next_pos = next_pos + 1
-        return out
+                for x in (seq, step, feed, pos, alive):
+                    x[: len(keep)] = x[keep].clone()
+                a = len(keep)
+        self.last_stats = {"decode_steps": float(steps), "mean_active": active_sum / max(steps, 1)}
+        return Generation(out.tokens.cpu(), out.logprobs.cpu(), out.lengths.cpu(), out.finished.cpu())
 
     @staticmethod
-    def prefill(dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], n: int) -> torch.Tensor:
-        """Run the P prompts once, then copy each prompt's keys/values to its n sample rows."""
+    def prefill(dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the P (left-padded) prompts once into their own cache (P rows), copied into sample slots later."""
         p, width = ids.shape
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, L)
-        causal = torch.ones(width, width, dtype=torch.bool).tril()
-        attn = (causal[None, None] & mask.bool()[:, None, None, :]) | torch.eye(width, dtype=torch.bool)[None, None]  # pads see themselves: no NaN rows
-        logits = dec.forward(ids, positions, cache, 0, attn)  # (P, V)
-        if n > 1:
-            keys, values = cache
-            keys[:, : p * n, :, :, :width] = keys[:, :p, :, :, :width].repeat_interleave(n, dim=1)
-            values[:, : p * n, :, :width] = values[:, :p, :, :width].repeat_interleave(n, dim=1)
-        return logits.repeat_interleave(n, 0)
+        cache = dec.new_cache(p, width)
+        causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
+        eye = torch.eye(width, dtype=torch.bool, device=ids.device)
+        attn = (causal[None, None] & mask.bool()[:, None, None, :]) | eye[None, None]  # pads see themselves: no NaN rows
+        dec.forward(ids, positions, cache, 0, attn)
+        return cache
 
 
 ENGINES.register("ascent", "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)")(FastEngine)
@@ -192,6 +260,14 @@ ENGINES.register("cached", "HF-forward engine with a DynamicCache, shared prefil
 ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngine)
 
 
-def make_engine(name: str) -> RolloutEngine:
-    """An engine instance by backend name."""
-    return ENGINES.get(name)()
+def make_engine(name: str, max_active_sequences: int = 0) -> RolloutEngine:
+    """An engine instance by backend name. `max_active_sequences` (0: no cap) bounds how many sequences
+    decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap."""
+    if max_active_sequences < 0:
+        raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
+    engine = ENGINES.get(name)
+    if name in ("ascent", "vllm"):
+        return engine(max_active_sequences=max_active_sequences)
+    if max_active_sequences:
+        raise ValueError(f"rollout.max_active_sequences is supported by the 'ascent' and 'vllm' backends, not {name!r}; set it to 0")
+    return engine()

@@ -60,7 +60,7 @@ class Decoder:
     def rope_table(self, length: int) -> None:
         """cos/sin for positions 0..length-1, computed once per call by the model's own rotary module
         (so every rope variant the model supports is honoured)."""
-        pos = torch.arange(length)[None]
+        pos = torch.arange(length, device=self.embed.device)[None]
         cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
         self._cos, self._sin = cos[0], sin[0]
 
@@ -83,7 +83,7 @@ class Decoder:
         values (layers, B, nkv, S, d)."""
         kshape = (len(self.layers), batch, self.kv_heads, self.head_dim, length)
         vshape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(kshape, dtype=self.embed.dtype), torch.zeros(vshape, dtype=self.embed.dtype)
+        return torch.zeros(kshape, dtype=self.embed.dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.embed.dtype, device=self.embed.device)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, w.shape, w, self.eps)
@@ -102,14 +102,20 @@ class Decoder:
         out = torch.matmul(torch.softmax(scores, dim=-1), values)  # (B, nkv, g, d)
         return out.reshape(b, nq, 1, d)
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int, attn_mask: torch.Tensor) -> torch.Tensor:
-        """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, start+t) bool.
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+        """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, end) bool, where end =
+        start+t. `start` may also be a (B,) tensor of per-row slots for a one-token step (rows at different
+        steps, as under continuous batching); attention then spans the mask's width.
         Returns the last position's logits (B, V)."""
         keys, values = cache
         b, t = ids.shape
-        end = start + t
+        per_row = isinstance(start, torch.Tensor)
+        if per_row and t != 1:
+            raise ValueError("per-row cache slots need a one-token step")
+        end = attn_mask.shape[-1] if per_row else start + t
+        rows = torch.arange(b, device=ids.device) if per_row else None
         if t == 1:  # additive mask, built once for all layers
-            attn_mask = torch.zeros(attn_mask.shape, dtype=self.embed.dtype).masked_fill_(~attn_mask, float("-inf"))
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.embed.dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
             self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
@@ -120,8 +126,12 @@ class Decoder:
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
             q, k, v = qkv.split([nq, nkv, nkv], dim=1)
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            keys[i, :b, :, :, start:end] = k.transpose(-1, -2)
-            values[i, :b, :, start:end] = v
+            if per_row:  # (B, nkv, d) at each row's own slot
+                keys[i, rows, :, :, start] = k[:, :, 0]
+                values[i, rows, :, start] = v[:, :, 0]
+            else:
+                keys[i, :b, :, :, start:end] = k.transpose(-1, -2)
+                values[i, :b, :, start:end] = v
             att = self.attend(q, keys[i, :b, :, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
             x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d), w.o)
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each

@@ -22,15 +22,30 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
-def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None, rows: torch.Tensor | None = None, total: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def draw_uniforms(generator: torch.Generator | None, steps: int, total: int, s: SamplingSettings, device: torch.device | str = "cpu") -> torch.Tensor | None:
+    """All the uniforms a rollout of `total` sequences x `steps` positions can use, drawn up front: (steps,
+    total) float64, entry [t, i] for position t of sequence i (None when greedy: nothing is drawn).
+
+    Pre-drawing makes each sequence's tokens independent of when it is decoded (scheduling, caps on the
+    active batch, finished rows leaving). Rows are positions so that the values equal those of `steps`
+    successive `torch.rand(total)` draws (the CPU generator is sequential), which is what the engines drew
+    step by step before.
+    """
+    if s.temperature == 0:
+        return None
+    return torch.rand(steps, total, generator=generator, dtype=torch.float64).to(device)
+
+
+def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None = None, rows: torch.Tensor | None = None, total: int | None = None, u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of `logits` (B, V). Returns (ids (B,), log-probs (B,)).
 
     The log-prob is that of the temperature-scaled, untruncated distribution, which is what the learner
     recomputes; temperature 0 is greedy (log-prob at temperature 1).
 
-    Sampling is by inverse CDF with one uniform draw per sequence of the whole rollout (`total` of them,
-    row b using draw `rows[b]`), so which sequences are still in the batch never changes what any
-    sequence samples: engines that drop or reorder rows stay reproducible and comparable.
+    Sampling is by inverse CDF with one uniform per row: `u` (B,) when given (the engines pass their
+    pre-drawn `draw_uniforms` entries, one per (sequence, position)), else `total` fresh draws of which row
+    b uses draw `rows[b]`. Either way which sequences share the batch never changes what any sequence
+    samples: engines that drop, reorder or schedule rows stay reproducible and comparable.
     """
     logits = logits.float()
     if s.temperature == 0:
@@ -40,8 +55,9 @@ def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Ge
     scaled = logits / s.temperature if s.temperature != 1.0 else logits
     logp = torch.log_softmax(scaled, -1)  # (B, V)
     probs = torch.softmax(filter_logits(scaled, s.top_k, s.top_p), -1) if (s.top_k or s.top_p < 1.0) else logp.exp()
-    rows = torch.arange(logits.shape[0]) if rows is None else rows
-    u = torch.rand(total or logits.shape[0], generator=generator, dtype=torch.float64)[rows]  # (B,)
+    if u is None:
+        rows = torch.arange(logits.shape[0]) if rows is None else rows
+        u = torch.rand(total or logits.shape[0], generator=generator, dtype=torch.float64)[rows]  # (B,)
     cdf = probs.double().cumsum(-1)  # (B, V)
-    ids = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1).clamp(max=logits.shape[-1] - 1)  # (B,)
+    ids = torch.searchsorted(cdf, (u.to(cdf.device) * cdf[:, -1])[:, None], right=True).squeeze(-1).clamp(max=logits.shape[-1] - 1)  # (B,)
     return ids, logp.gather(-1, ids[:, None]).squeeze(-1)

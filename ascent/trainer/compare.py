@@ -197,7 +197,8 @@ class Comparison:
             summary = json.loads((run_dir / "summary.json").read_text())
             runs.append({"variant": v.name, "seed": seed, "dir": str(run_dir), **summary})
         warm = self.root / "warmstart" / "summary.json"
-        baseline = json.loads(warm.read_text()).get("accuracy_before_rl") if warm.exists() else None
+        befores = [r["accuracy_before_rl"] for r in runs if "accuracy_before_rl" in r]
+        baseline = json.loads(warm.read_text()).get("accuracy_before_rl") if warm.exists() else (befores[0] if befores else None)
         aggregates = aggregate_runs(runs, [v.name for v in self.plan.variants])
         results = {"plan": self.plan.key(), "warm_start_accuracy": baseline, "variants": aggregates, "runs": runs}
         write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))

@@ -235,3 +235,15 @@ def test_derived_numbers():
 def test_derived_exact_micro_batches():
     cfg = load_config("default", ["train.prompts_per_step=4", "algorithm.mini_batches=2", "train.micro_batch_size=8"])
     assert derived(cfg).micro_batches_per_optimizer_step == 2  # 16 / 8 exactly, no extra
+
+
+@pytest.mark.parametrize("override,message", [
+    ("algorithm.rebel_eta=0", "rebel_eta must be > 0"),
+    ("algorithm.gae_lambda=1.5", "gae_lambda must be in"),
+    ("algorithm.taco_floor=0", "taco_floor must be in"),
+    ("algorithm.a_star_k=0", "a_star_k must be >= 1"),
+    ("algorithm.loss=distil", "needs algorithm.teacher"),
+])
+def test_technique_knobs_are_range_checked(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config("default", [override])
