@@ -97,7 +97,7 @@ def reinforce_pp(inp: AdvantageInput, cfg) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------------------
 # Catalogue estimators (#6 TACO, #8 GUI-Libra, #9 RAPO, #50 MaxRL, #52 SA-MRPO, #71 TMN, #91 AEM, #98 ExPPO).
 # Each builds on the shared helpers above; every "reading" of a detail the abstracts leave open is stated
-# in the estimator's docstring and in docs/parts/advantages.md.
+# in the estimator's docstring and in docs/algorithms.md.
 # ---------------------------------------------------------------------------------------------------------
 def _extra(inp: AdvantageInput, key: str, name: str) -> torch.Tensor:
     """inp.extras[key], or a ValueError naming the estimator that needs it."""

@@ -4,7 +4,7 @@ diversity (#42), FIRM base-and-bonus (#70), a regex format reward and DAPO's sof
 Every reward has the registry signature `fn(prompts, completions, **fields) -> list[float | None]` and takes its
 knobs as keyword arguments, so a config can say `overlong(max_len=64, cache_len=16)`. Rewards that need a
 correctness signal take it from another reward named by `matcher` (a registered name or any reward spec;
-default `last_number`). docs/parts/rewards.md has the formulas and when to use each one.
+default `last_number`). docs/algorithms.md has the formulas and when to use each one.
 
 Keywords given in the spec win: the runner does not pass a dataset column that has the same name as a
 keyword bound by the spec (e.g. a column called `alpha` when the spec says `base_and_bonus(alpha=0.3)`).
