@@ -133,7 +133,7 @@ def test_calls_in_one_turn_run_concurrently():
     assert async_calls == [0.3, 0.3]
 
 
-def test_limits_on_output_and_calls(tools):
+def test_limits_on_output_and_calls():
     def big() -> str:
         """A long output."""
         return "x" * 1000
