@@ -24,6 +24,7 @@ and whether the answer is `supported`: it appears in a document the agent retrie
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -33,7 +34,7 @@ from typing import Any, Optional
 
 from ascent.envs.base import Observation
 from ascent.envs.tool_env import ToolEnv
-from ascent.envs.tools import ToolSet, tool
+from ascent.envs.tools import CALL_CLOSE, CALL_OPEN, ToolCall, ToolSet, parse_tool_calls, tool
 
 SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "dor", "sil", "tha", "qua", "bel", "nor", "tes", "zan", "fi", "gar", "hol",
              "ix", "jor", "lum", "pra", "rin", "sto", "ul", "vey", "wen", "yal", "zor", "ma", "ne", "ti", "so", "vu", "del",
@@ -249,6 +250,10 @@ def render_doc(e: Entity, ents: dict[str, Entity]) -> Doc:
     return Doc(e.doc_id, e.name, text)
 
 
+ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n"
+"""Every character search_world writes (documents, prompt, tool results): a character tokenizer for it
+needs these (plus those of its chat template)."""
+
 PROMPT = ("Answer the question by searching the documents.\n{tools}\n"
           "When you know the answer, write <answer>your answer</answer>.\nQuestion: {question}")
 
@@ -309,6 +314,57 @@ class SearchWorldEnv(ToolEnv):
             "correct": correct, "supported": supported, "gold_answer": q.answer, "hops": q.hops, "evidence": list(q.evidence),
             "docs_retrieved": list(self.retrieved), "docs_opened": list(self.opened), "evidence_recall": recall,
         }
+
+
+class OracleAgent:
+    """A scripted, deliberately imperfect search_world agent (demonstrations for warm starts, with
+    `ascent.agents.ScriptedEngine`): per hop it searches the current entity's name and opens its
+    document, then answers. With probability `p_guess` an episode answers at once without searching (a
+    random entity of the answer's kind: usually wrong, never supported); with probability `p_redundant`
+    a search is repeated once.
+
+    Called with the rendered context, it returns the next reply: its state is read from the context (the
+    question, the last tool call), its coin flips come from one `Random(seed)` stream, so a rerun that
+    makes the same calls in the same order (the agent loop does) is identical.
+    """
+
+    def __init__(self, world: SearchWorld, questions: list[Question], p_guess: float = 0.1, p_redundant: float = 0.1, seed: int = 0) -> None:
+        if not (0 <= p_guess <= 1 and 0 <= p_redundant <= 1):
+            raise ValueError(f"p_guess and p_redundant must be in [0, 1], got {p_guess} and {p_redundant}")
+        self.world, self.questions = world, questions
+        self.p_guess, self.p_redundant = p_guess, p_redundant
+        self.rng = random.Random(seed)
+
+    def __call__(self, context: str) -> str:
+        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question), default=None)
+        if q is None:
+            return "<answer>unknown</answer>"
+        calls = [c for c in parse_tool_calls(context) if isinstance(c, ToolCall)]
+        if not calls:
+            return self.guess(q) if self.rng.random() < self.p_guess else self.search(q, 0)
+        last = calls[-1]
+        if last.name == "search":
+            hop = next(i for i, d in enumerate(q.evidence) if self.world.docs[d].title == last.arguments.get("query"))
+            repeat = calls.count(last) < 2 and self.rng.random() < self.p_redundant
+            return self.search(q, hop) if repeat else _call("open", doc_id=q.evidence[hop])
+        hop = q.evidence.index(last.arguments["doc_id"])
+        return self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
+
+    def search(self, q: Question, hop: int) -> str:
+        return _call("search", query=self.world.docs[q.evidence[hop]].title)
+
+    def guess(self, q: Question) -> str:
+        """An answer of the right kind drawn at random (no search)."""
+        kind = self.world.entities[q.evidence[-1]].kind
+        if (kind, q.path[-1]) in RELATIONS:
+            pool = sorted(e.name for e in self.world.entities.values() if e.kind == RELATIONS[(kind, q.path[-1])][0])
+        else:
+            pool = sorted({e.attributes[q.path[-1]] for e in self.world.entities.values() if q.path[-1] in e.attributes})
+        return f"<answer>{self.rng.choice(pool)}</answer>"
+
+
+def _call(name: str, **arguments: str) -> str:
+    return f"{CALL_OPEN}{json.dumps({'name': name, 'arguments': arguments})}{CALL_CLOSE}"
 
 
 def _snippet(text: str, chars: int) -> str:

@@ -99,3 +99,40 @@ def test_unsupported_and_wrong_answers(world):
     assert wrong.reward == 0.0 and not wrong.info["supported"]
     env.reset(q)
     assert "no tool call and no answer" in env.step("hmm").observation
+
+
+def test_text_stays_in_the_alphabet_without_blank_lines(world):
+    """Character tokenizers map every character of ALPHABET to one token; a run of newlines would not be
+    (ascent's char_tokenizer splits on '.', which skips '\\n')."""
+    from ascent.envs.search_world import ALPHABET
+
+    env = SearchWorldEnv(world)
+    q = world.questions(1, hops=3)[0]
+    texts = [env.reset(q).text, env.step(call("search", query=q.question) + call("open", doc_id="doc-001") + call("open", doc_id="x")).observation]
+    texts += [d.text + d.title for d in world.docs.values()]
+    for text in texts:
+        assert set(text) <= set(ALPHABET) and "\n\n" not in text
+
+
+def run_oracle(world, questions, n=1, **kw):
+    from ascent.agents import AgentConfig, ScriptedEngine, rollout, with_chat_template
+    from ascent.envs.search_world import ALPHABET, OracleAgent
+    from ascent.policy.model import Policy
+    from ascent.policy.tokenizer import char_tokenizer
+
+    tok = with_chat_template(char_tokenizer(ALPHABET))
+    engine = ScriptedEngine(tok, OracleAgent(world, questions, **kw))
+    return rollout(engine, Policy(model=None, tokenizer=tok), questions, lambda: SearchWorldEnv(world, prompt="Q: {question}"), AgentConfig(max_turns=12, max_turn_tokens=200, max_total_tokens=6000), n=n)
+
+
+def test_oracle_agent_solves_and_misbehaves_on_request(world):
+    questions = world.questions(4, hops=2, seed=7)
+    perfect = run_oracle(world, questions, p_guess=0.0, p_redundant=0.0)
+    assert all(t.reward == 1.0 and t.info["supported"] and t.info["evidence_recall"] == 1.0 and t.info["num_tool_calls"] == 4 for t in perfect)
+    guesses = run_oracle(world, questions, p_guess=1.0)
+    assert all(t.info["num_tool_calls"] == 0 and not t.info["supported"] and len(t.turns) == 1 for t in guesses)
+    redundant = run_oracle(world, questions, p_guess=0.0, p_redundant=1.0)
+    assert all(t.reward == 1.0 and t.info["num_tool_calls"] == 6 for t in redundant)
+    mixed = run_oracle(world, questions, n=4, p_guess=0.5, p_redundant=0.5, seed=1)
+    calls = [t.info["num_tool_calls"] for t in mixed]
+    assert len(set(calls)) > 1 and calls == [t.info["num_tool_calls"] for t in run_oracle(world, questions, n=4, p_guess=0.5, p_redundant=0.5, seed=1)]
