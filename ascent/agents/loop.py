@@ -145,7 +145,7 @@ class _Episode:
             t.messages.append({"role": fmt.observation_role, "content": res.observation})
 
 
-def model_turn(engine: RolloutEngine, model: Any, fmt: ChatFormat, cfg: AgentConfig, episodes: list[_Episode], pad_id: int, generator: Optional[torch.Generator]) -> list[str]:
+def _model_turn(engine: RolloutEngine, model: Any, fmt: ChatFormat, cfg: AgentConfig, episodes: list[_Episode], pad_id: int, generator: Optional[torch.Generator]) -> list[str]:
     """One sampled turn for every episode in `episodes` (one engine call); returns the turns' texts."""
     budgets = [e.budget(fmt, cfg) for e in episodes]
     s = SamplingSettings(max_new_tokens=max(budgets), eos_id=fmt.turn_end_id, pad_id=pad_id, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k)
@@ -169,7 +169,7 @@ async def arollout(engine: RolloutEngine, policy: Any, tasks: list[Any], make_en
         active = [e for e in episodes if e.active]
         if not active:
             break
-        texts = model_turn(engine, policy.model, fmt, cfg, active, policy.pad_id, generator)
+        texts = _model_turn(engine, policy.model, fmt, cfg, active, policy.pad_id, generator)
         results = await asyncio.gather(*(e.env.astep(text) for e, text in zip(active, texts)))
         for e, res in zip(active, results):
             e.observe(fmt, res, cfg, last_turn=k == cfg.max_turns - 1)
