@@ -86,9 +86,10 @@ class DataConfig:
 class RolloutConfig:
     """How completions are sampled."""
 
-    backend: Literal["ascent", "cached", "hf"] = "ascent"
+    backend: Literal["ascent", "cached", "hf", "vllm"] = "ascent"
     """ascent: the project's functional decoder (preallocated KV cache, shared prompt prefill, finished rows
-    leave the batch); cached: the same scheme through the HF forward (any causal LM); hf: `model.generate`."""
+    leave the batch); cached: the same scheme through the HF forward (any causal LM); hf: `model.generate`;
+    vllm: vLLM on a CUDA GPU (optional extra `ascent[vllm]`), the policy's weights pushed in after each update."""
     max_active_sequences: int = 0
     """Most sequences decoded at once (ascent and vllm backends; 0: all of them). Under a cap, a finished
     sequence's slot is refilled from a queue ordered longest-predicted-first (Seer-style); sampled tokens do

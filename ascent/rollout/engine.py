@@ -4,6 +4,7 @@ log-probs and lengths (`Generation`). They see a model and token ids only: no tr
 - `ascent` (default): each prompt is prefilled ONCE and its KV cache shared by the group's samples;
   finished sequences leave the active batch, so they stop costing compute.
 - `hf`: Hugging Face `model.generate`, the baseline.
+- `vllm` (optional extra, CUDA only): `ascent.rollout.vllm_engine.VLLMEngine`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ascent.rollout.fast import Decoder, supports
 from ascent.rollout.sampling import draw_uniforms, sample_tokens
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue
 from ascent.rollout.types import Generation, SamplingSettings
+from ascent.rollout.vllm_engine import make_vllm_engine
 
 ENGINES: Registry = Registry("rollout backend")
 
@@ -258,6 +260,7 @@ class FastEngine:
 ENGINES.register("ascent", "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)")(FastEngine)
 ENGINES.register("cached", "HF-forward engine with a DynamicCache, shared prefill and early exit (any HF causal LM)")(CachedEngine)
 ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngine)
+ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
 
 
 def make_engine(name: str, max_active_sequences: int = 0) -> RolloutEngine:
