@@ -24,7 +24,7 @@ def char_tokenizer(alphabet: str) -> PreTrainedTokenizerFast:
     chars = sorted(set(alphabet))
     vocab = {tok: i for i, tok in enumerate(SPECIALS + chars)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    core.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # any character, newline included
     core.decoder = decoders.Fuse()
     core.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])])
     return PreTrainedTokenizerFast(
