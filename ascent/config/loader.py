@@ -188,6 +188,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.temperature must be >= 0, got {cfg.rollout.temperature}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError(f"rollout.top_p must be in (0, 1], got {cfg.rollout.top_p}")
+    if cfg.rollout.max_active_sequences < 0 or (cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")):
+        raise ConfigError(f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}")
     rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
     if rollouts % cfg.algorithm.mini_batches:
         raise ConfigError(

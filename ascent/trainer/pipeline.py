@@ -85,7 +85,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     r = cfg.rollout
     settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos)
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
-    evaluator = Evaluator(task.eval, encoder, make_engine(r.backend), rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
+    evaluator = Evaluator(task.eval, encoder, make_engine(r.backend, r.max_active_sequences), rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
     return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state), policy
 
@@ -144,7 +144,7 @@ def warmstart(run: Run, policy: Policy) -> None:
 def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> bool:
     """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken."""
     cfg = run.cfg
-    parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)
+    parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend, cfg.rollout.max_active_sequences), run.rewards, run.settings)
     trainer = RLTrainer(cfg, parts)
     ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
