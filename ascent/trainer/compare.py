@@ -195,7 +195,7 @@ class Comparison:
         runs = []
         for v, seed, run_dir in self.run_dirs():
             summary = json.loads((run_dir / "summary.json").read_text())
-            runs.append({"variant": v.name, "seed": seed, "dir": str(run_dir), **summary})
+            runs.append({"variant": v.name, "seed": seed, "dir": str(run_dir), **summary, **eval_points(run_dir)})
         warm = self.root / "warmstart" / "summary.json"
         befores = [r["accuracy_before_rl"] for r in runs if "accuracy_before_rl" in r]
         baseline = json.loads(warm.read_text()).get("accuracy_before_rl") if warm.exists() else (befores[0] if befores else None)
@@ -205,6 +205,12 @@ class Comparison:
         write_text_atomic(self.root / "table.md", results_table(aggregates, baseline))
         plot_comparison(self.run_dirs(), self.root / "curves.png")
         return results
+
+
+def eval_points(run_dir: Path) -> dict[str, float]:
+    """`accuracy_at_step_K` for every periodic held-out evaluation of the RL phase (learning speed)."""
+    rows = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+    return {f"accuracy_at_step_{r['step']}": r["eval/accuracy"] for r in rows if r["phase"] == "rl" and r.get("eval/accuracy") is not None}
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -232,13 +238,14 @@ def aggregate_runs(runs: list[dict[str, Any]], order: list[str]) -> list[dict[st
 def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> str:
     """Markdown: one row per variant, the first variant being the baseline the deltas refer to."""
     pass_keys = sorted({k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")}, key=lambda k: int(k[5:].split("_")[0]))
-    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[k.removesuffix("_after_rl") for k in pass_keys], "s/step", "peak RSS MiB", "seeds"]
+    early = sorted({k for a in aggregates for k in a if k.startswith("accuracy_at_step_")}, key=lambda k: int(k.rsplit("_", 1)[1]))[:1]
+    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[f"acc @ step {k.rsplit('_', 1)[1]}" for k in early], *[k.removesuffix("_after_rl") for k in pass_keys], "s/step", "peak RSS MiB", "seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = aggregates[0]["accuracy_after_rl"]["mean"]
     fmt = lambda a, k, d=3: f"{a[k]['mean']:.{d}f} ± {a[k]['std']:.{d}f}" if k in a else "–"  # noqa: E731
     for a in aggregates:
         delta = a["accuracy_after_rl"]["mean"] - base
-        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in pass_keys], fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
+        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in early], *[fmt(a, k) for k in pass_keys], fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
         lines.append("| " + " | ".join(cells) + " |")
     if warm is not None:
         lines.append(f"\nWarm start (the shared starting checkpoint): greedy accuracy {warm:.3f}.")
