@@ -6,5 +6,6 @@ from ascent.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from ascent.algorithms.losses import LOSSES
 from ascent.algorithms.types import AdvantageInput, LossInput
 from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
+from ascent.algorithms import turn_advantages as _turn_advantages  # noqa: E402,F401  (registers tree, progress, serl, explore_group)
 
 __all__ = ["ADVANTAGES", "AGG_MODES", "KL_ESTIMATORS", "LOSSES", "AdvantageInput", "LossInput", "aggregate", "kl_penalty"]

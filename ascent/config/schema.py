@@ -198,6 +198,18 @@ class AlgorithmConfig:
     """MaxRL: order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood (0: group size)."""
     maxrl_baseline: bool = True
     """MaxRL: subtract the unbiased leave-one-out baseline (zeroes all-correct and all-failed groups)."""
+    tree_normalize: bool = True
+    """Tree (#78): divide turn advantages by the group's outcome std (+ std_eps), as GRPO does."""
+    progress_prior: float = 1.0
+    """Progress (#79): pseudo-count shrinking each tree node's mean outcome toward the progress before the turn (0: raw means)."""
+    progress_normalize: bool = True
+    """Progress: divide the per-turn contributions by the group's outcome std (+ std_eps)."""
+    serl_strength: float = 0.5
+    """SERL (#55): share of each trajectory's credit that environment feedback moves between its turns, in [0, 1] (0: GRPO)."""
+    serl_temperature: float = 1.0
+    """SERL: softmax temperature of the feedback weights (smaller: credit concentrates on the decisive turns)."""
+    explore_group_step_coef: float = 0.0
+    """Exploration-aware grouping (#94): a turn's return is the outcome plus this x its step reward (extras turn_rewards)."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,292 @@
+"""Turn-level advantage estimators for multi-turn agents: `tree` (#78), `progress` (#79), `serl` (#55) and
+`explore_group` (#94). Same ONE signature as every estimator: `fn(inp, cfg) -> (N, T)`.
+
+For agent batches the trainer fills `inp.extras` with (M = the most model turns of any trajectory):
+
+- `turn_index` (N, T) long: the 0-based model turn each sampled token belongs to, -1 elsewhere;
+- `turn_rewards` (N, M) float: the environment's reward for each turn, NaN where there is no such turn
+  (all NaN when the environment gives no step rewards);
+- `turn_kind` (N, M) long: 1 = exploratory action (a tool call: search / open), 0 = task action (final
+  answer, environment action), -1 = no turn;
+- `turn_prefix` (N, M) long: a hash of the trajectory's ids up to the end of turn t (equal value = identical
+  history), -1 = no turn.
+
+Each estimator computes one advantage per turn, (N, M), and every sampled token of a turn gets its turn's
+advantage. Tokens outside turns (turn_index -1 or mask 0) and invalid samples (`inp.valid` false) get 0;
+invalid samples are left out of every statistic. Each estimator's `requires` names the extras it reads.
+
+>>> inp = AdvantageInput(rewards=torch.tensor([1.0, 0.0]), valid=torch.tensor([True, True]),
+...     group_index=torch.tensor([0, 0]), mask=torch.ones(2, 2),
+...     extras={"turn_index": torch.tensor([[0, 1], [0, 1]]), "turn_prefix": torch.tensor([[7, 8], [7, 9]])})
+>>> tree_values(inp)  # both share turn 0 (value 0.5); turn 1 branches
+tensor([[0.5000, 1.0000],
+        [0.5000, 0.0000]], dtype=torch.float64)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ascent.algorithms.advantages import ADVANTAGES, _check, _extra, _grpo_seq, group_moments
+from ascent.algorithms.types import AdvantageInput
+
+EXPLORE, TASK, NO_TURN = 1, 0, -1
+"""Values of extras['turn_kind']."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# shared helpers: reading the turn extras, node statistics of the turn tree, turn -> token broadcast
+# ---------------------------------------------------------------------------------------------------------
+def _turn_extra(inp: AdvantageInput, key: str, name: str) -> torch.Tensor:
+    """extras[key] as an (N, M) tensor, or a ValueError naming the estimator and the extra."""
+    value = _extra(inp, key, name)
+    n = inp.rewards.shape[0]
+    _check(name, value.dim() == 2 and value.shape[0] == n, f"extras[{key!r}] must be (N, M) = ({n}, turns), got {tuple(value.shape)}")
+    return value
+
+
+def _turn_index(inp: AdvantageInput, name: str, turns: int) -> torch.Tensor:
+    """extras['turn_index'] (N, T) long, checked against the mask and the M turns of the per-turn extras."""
+    idx = _extra(inp, "turn_index", name).long()
+    _check(name, tuple(idx.shape) == tuple(inp.mask.shape), f"extras['turn_index'] has shape {tuple(idx.shape)}, mask {tuple(inp.mask.shape)}")
+    top = int(idx.max()) if idx.numel() else -1
+    _check(name, top < turns, f"extras['turn_index'] names turn {top} but the per-turn extras have {turns} column(s)")
+    return idx
+
+
+def _present(idx: torch.Tensor, turns: int) -> torch.Tensor:
+    """(N, M) bool: turn t of row i owns at least one token of `idx`."""
+    out = torch.zeros(idx.shape[0], turns + 1, dtype=torch.bool)
+    out.scatter_(1, torch.where(idx >= 0, idx, torch.full_like(idx, turns)), True)
+    return out[:, :turns]
+
+
+def _to_tokens(turn_adv: torch.Tensor, idx: torch.Tensor, inp: AdvantageInput) -> torch.Tensor:
+    """(N, M) turn advantages -> (N, T): each sampled token gets its turn's; 0 off turns and for invalid rows."""
+    padded = torch.cat([turn_adv, torch.zeros(turn_adv.shape[0], 1, dtype=turn_adv.dtype)], dim=1)  # (N, M + 1)
+    tok = padded.gather(1, torch.where(idx >= 0, idx, torch.full_like(idx, turn_adv.shape[1])))  # (N, T)
+    keep = (idx >= 0) & (inp.mask > 0) & inp.valid[:, None]
+    return torch.where(keep, tok, torch.zeros_like(tok)).to(inp.rewards.dtype)
+
+
+def _live_turns(inp: AdvantageInput, exists: torch.Tensor, name: str, key: str) -> torch.Tensor:
+    """(N, M) bool: existing turns of valid rows; turns must be 0..K-1 (no gaps)."""
+    gap = exists[:, 1:] & ~exists[:, :-1]
+    _check(name, not bool(gap.any()), f"extras[{key!r}]: a row has turn t without turn t-1 (turns must be 0..K-1)")
+    return exists & inp.valid[:, None]
+
+
+def _node_stats(inp: AdvantageInput, prefix: torch.Tensor, live: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(value, count), each (N, M + 1) float64: column 0 is the group's root (all valid rows), column t + 1
+    the node after turn t = the rows of the group with the same prefix hash at depth t. value = mean outcome
+    of the valid rows through the node (exact when they are all equal); NaN / 0 off live turns."""
+    n, m = prefix.shape
+    ext_live = torch.cat([inp.valid[:, None], live], dim=1)  # (N, M + 1)
+    ext_prefix = torch.cat([torch.zeros(n, 1, dtype=torch.long), prefix.long()], dim=1)
+    rows, cols = ext_live.nonzero(as_tuple=True)  # (L,) each
+    keys = torch.stack([inp.group_index[rows], cols, ext_prefix[rows, cols]], dim=1)  # (L, 3) node identity
+    _, node = torch.unique(keys, dim=0, return_inverse=True)  # (L,)
+    nodes = int(node.max()) + 1 if node.numel() else 0
+    r = inp.rewards.double()[rows]  # (L,)
+    total = torch.zeros(nodes, dtype=torch.float64).index_add_(0, node, r)
+    count = torch.zeros(nodes, dtype=torch.float64).index_add_(0, node, torch.ones_like(r))
+    big = torch.finfo(torch.float64).max
+    lo = torch.full((nodes,), big, dtype=torch.float64).scatter_reduce(0, node, r, "amin")
+    hi = torch.full((nodes,), -big, dtype=torch.float64).scatter_reduce(0, node, r, "amax")
+    mean = torch.where(lo == hi, lo, total / count.clamp(min=1.0))  # (nodes,)
+    value = torch.full((n, m + 1), float("nan"), dtype=torch.float64)
+    counts = torch.zeros((n, m + 1), dtype=torch.float64)
+    value[rows, cols], counts[rows, cols] = mean[node], count[node]
+    return value, counts
+
+
+def _outcome_scale(inp: AdvantageInput, cfg, normalize: bool) -> torch.Tensor:
+    """(N,) float64 divisor of turn advantages: group outcome std + std_eps (or 1); inf for flat groups
+    (their advantages are exactly 0)."""
+    _, _, std = group_moments(inp.rewards.double(), inp.group_index, inp.valid)
+    scale = std + cfg.std_eps if normalize else torch.ones_like(std)
+    return torch.where(std > 0, scale, torch.full_like(std, float("inf")))
+
+
+def _tree_parts(inp: AdvantageInput, name: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(turn_index (N, T), live (N, M), node value (N, M + 1), node count (N, M + 1)) of the turn tree."""
+    prefix = _turn_extra(inp, "turn_prefix", name).long()
+    idx = _turn_index(inp, name, prefix.shape[1])
+    live = _live_turns(inp, prefix >= 0, name, "turn_prefix")
+    value, count = _node_stats(inp, prefix, live)
+    return idx, live, value, count
+
+
+def tree_values(inp: AdvantageInput) -> torch.Tensor:
+    """(N, M) float64: value of the tree node after each turn (mean outcome of the group's valid
+    trajectories with the same history up to there); NaN where there is no turn or the row is invalid."""
+    _, _, value, _ = _tree_parts(inp, "tree")
+    return value[:, 1:]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tree (#78 TreeOPSD)
+# ---------------------------------------------------------------------------------------------------------
+@ADVANTAGES.register("tree")
+def tree(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """Tree credit (#78 TreeOPSD): A_t = V(node after turn t) - V(node before it), terminal rewards backed up.
+
+    The trajectories of a group (same task) form a tree: two trajectories share a node after turn t when
+    their histories up to the end of turn t are identical (equal extras['turn_prefix'] at depth t); the
+    root is the prompt. V(node) = the mean outcome (inp.rewards) of the group's valid trajectories through
+    the node, i.e. the terminal rewards backed up with each branch weighted by its visits (the abstract's
+    "recursively backs up terminal rewards"; an unweighted mean over children is the alternative not
+    taken). The root's value is the group mean, so a trajectory's turn advantages telescope to
+    V(its last node) - mean_g r, which is r_i - mean_g r when its history is unique. A turn that every
+    trajectory of the group shares gets exactly 0; a branch that leads to better outcomes gets the
+    difference. With tree_normalize the advantages are divided by the group's outcome std (+ std_eps), so
+    single-turn trajectories with distinct texts give GRPO exactly (Dr. GRPO without it). Flat groups
+    get 0. Only the credit part of TreeOPSD (not its bounded teacher / self-distillation loss); the tree
+    comes from whatever branching the group's samples happen to share (no extra rollouts are forked).
+    Needs extras turn_index and turn_prefix.
+    """
+    idx, live, value, _ = _tree_parts(inp, "tree")
+    adv = torch.where(live, value[:, 1:] - value[:, :-1], torch.zeros_like(value[:, 1:]))  # (N, M)
+    return _to_tokens(adv / _outcome_scale(inp, cfg, cfg.tree_normalize)[:, None], idx, inp)
+
+
+tree.requires = frozenset({"turn_index", "turn_prefix"})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# progress (#79 SPA)
+# ---------------------------------------------------------------------------------------------------------
+def progress_contributions(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """(N, M) float64 per-turn contributions c_t = p_t - p_{t-1} of `progress` (before normalisation).
+
+    For every valid trajectory with K turns, sum_t c_t = r - mean_g r (the outcome minus the baseline);
+    0 where there is no turn and for invalid rows.
+    """
+    name = "progress"
+    _check(name, cfg.progress_prior >= 0, f"progress_prior must be >= 0, got {cfg.progress_prior}")
+    _, live, value, count = _tree_parts(inp, name)
+    n, m = live.shape
+    k = float(cfg.progress_prior)
+    last = live.sum(dim=1) - 1  # (N,) index of each row's last turn
+    r = inp.rewards.double()
+    prev = value[:, 0]  # (N,) p_{-1} = baseline: the group mean (root value); NaN for invalid rows
+    contrib = torch.zeros((n, m), dtype=torch.float64)
+    for t in range(m):
+        node_n, node_v = count[:, t + 1], value[:, t + 1]
+        shrunk = (node_n * torch.nan_to_num(node_v) + k * prev) / (node_n + k).clamp(min=1e-300)
+        p = torch.where(last == t, r, shrunk)  # p_T = the outcome
+        contrib[:, t] = torch.where(live[:, t], p - prev, torch.zeros_like(p))
+        prev = torch.where(live[:, t], p, prev)
+    return contrib
+
+
+@ADVANTAGES.register("progress")
+def progress(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """Progress attribution (#79 SPA): A_t = p_t - p_{t-1}, contributions that sum to r - mean_g r exactly.
+
+    SPA trains a progress estimator whose per-step contributions add up to the task's completion and uses
+    each contribution as the step's reward. Here the estimator is learning-free: p_t estimates the
+    expected outcome after turn t by Monte Carlo over the group's trajectories with the same history (the
+    `tree` node: n_t trajectories, mean outcome m_t), shrunk toward the progress before the turn with a
+    pseudo-count k = progress_prior:  p_t = (n_t m_t + k p_{t-1}) / (n_t + k),  p_{-1} = mean_g r (the
+    baseline), and p_{K-1} = r (the trajectory's outcome, which makes the sum telescope to r - mean_g r).
+    The shrinkage matters where the tree has not branched: a history seen once (n_t = 1) moves progress
+    only a 1/(1+k) share of the way to its outcome per turn, so credit is spread along the turns after a
+    branching point instead of all landing on the first turn that differs (k = 0 gives the raw node means:
+    `tree`, except that the last turn ends exactly at the outcome). The turn advantage is the contribution
+    (SPA's intermediate reward; its grounding bonus is left to the reward functions), divided by the
+    group's outcome std (+ std_eps) when progress_normalize. Flat groups get 0. Needs extras turn_index
+    and turn_prefix.
+    """
+    contrib = progress_contributions(inp, cfg)  # (N, M)
+    idx = _turn_index(inp, "progress", contrib.shape[1])
+    return _to_tokens(contrib / _outcome_scale(inp, cfg, cfg.progress_normalize)[:, None], idx, inp)
+
+
+progress.requires = frozenset({"turn_index", "turn_prefix"})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# serl (#55 SERL)
+# ---------------------------------------------------------------------------------------------------------
+@ADVANTAGES.register("serl")
+def serl(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """SERL (#55): the outcome sets each trajectory's sign; environment feedback weights its turns.
+
+    A_i = GRPO advantage of the outcome (the update direction). f_t = extras['turn_rewards'] (the
+    environment's feedback on turn t; a NaN on an existing turn counts as the trajectory's mean feedback,
+    so an environment without step rewards gives uniform weights). Weights over the trajectory's K turns:
+        w_t = (1 - lambda) + lambda * K * softmax_t(sign(A_i) f_t / tau),
+    lambda = serl_strength, tau = serl_temperature. So w_t > 0 (every turn keeps the trajectory's sign)
+    and mean_t w_t = 1 (the trajectory's total credit is GRPO's); feedback only moves credit between
+    turns: in a successful trajectory toward the turns the environment rated well, in a failed one toward
+    the turns it rated badly (an error, a step that changed nothing): SERL's "focusing on critical
+    actions". A_t = A_i w_t. All-equal feedback within a trajectory gives w_t = 1: GRPO. Which signals
+    make up the feedback (errors, page changes, the final step's own reward) is the environment's; the
+    abstract leaves the weighting form open, this softmax is our reading. Turns are those owning tokens
+    in extras['turn_index']. Needs extras turn_index and turn_rewards.
+    """
+    name = "serl"
+    _check(name, 0.0 <= cfg.serl_strength <= 1.0, f"serl_strength must be in [0, 1], got {cfg.serl_strength}")
+    _check(name, cfg.serl_temperature > 0, f"serl_temperature must be > 0, got {cfg.serl_temperature}")
+    feedback = _turn_extra(inp, "turn_rewards", name).double()  # (N, M)
+    idx = _turn_index(inp, name, feedback.shape[1])
+    exists = _present(idx, feedback.shape[1])  # (N, M)
+    known = exists & torch.isfinite(feedback)
+    f = torch.where(known, feedback, torch.zeros_like(feedback))
+    row_mean = f.sum(1) / known.sum(1).clamp(min=1)  # (N,)
+    f = torch.where(known, f, row_mean[:, None].expand_as(f))
+    base = _grpo_seq(inp, cfg).double()  # (N,)
+    logits = torch.where(exists, torch.sign(base)[:, None] * f / cfg.serl_temperature, torch.full_like(f, -torch.inf))
+    top = logits.max(dim=1, keepdim=True).values.clamp(min=-1e300)  # finite even for rows without turns
+    e = torch.where(exists, torch.exp(logits - top), torch.zeros_like(f))  # (N, M)
+    soft = exists.sum(1, keepdim=True).double() * e / e.sum(1, keepdim=True).clamp(min=1e-300)
+    w = (1.0 - cfg.serl_strength) + cfg.serl_strength * soft
+    return _to_tokens(torch.where(exists, base[:, None] * w, torch.zeros_like(w)), idx, inp)
+
+
+serl.requires = frozenset({"turn_index", "turn_rewards"})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# explore_group (#94 Exploration-Aware EAPO)
+# ---------------------------------------------------------------------------------------------------------
+@ADVANTAGES.register("explore_group")
+def explore_group(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """Exploration-aware grouping (#94, EAPO = Exploration-Aware PO): exploratory and task turns are
+    GRPO-normalised in separate groups.
+
+    Not #19 (Evidence-Augmented), #64 (Efficiency-Aware: the rounds discount) or #72 (Experience-
+    Augmented), the three other papers named EAPO. Each turn is one sample with return
+    R_t = r + explore_group_step_coef * f_t (r the trajectory's outcome, f_t = extras['turn_rewards'], NaN
+    as 0; the coefficient is 0 by default, where the paper's information-gain reward for exploration would
+    enter). Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
+    the task turns (turn_kind 0: answers, environment actions) another; A_t = (R_t - mean_pool R) /
+    (std_pool R + std_eps), std unbiased over the pool's turns (flat pools get 0). So a trajectory weighs
+    in each pool by how many turns of that kind it has, and how well exploration paid off is judged only
+    against other exploration, never against the answers, whose returns have another distribution: the
+    advantages of one kind do not change when the other kind's returns do. Turns with kind -1 get 0.
+    Only the grouping of EAPO (not its variational reward). Needs extras turn_index and turn_kind
+    (+ turn_rewards when the coefficient is not 0).
+    """
+    name = "explore_group"
+    kind = _turn_extra(inp, "turn_kind", name).long()  # (N, M)
+    _check(name, bool(((kind >= NO_TURN) & (kind <= EXPLORE)).all()), "extras['turn_kind'] must hold -1 (no turn), 0 (task) or 1 (exploratory)")
+    idx = _turn_index(inp, name, kind.shape[1])
+    ret = inp.rewards.double()[:, None].expand(kind.shape).clone()  # (N, M)
+    if cfg.explore_group_step_coef != 0:
+        f = _turn_extra(inp, "turn_rewards", name).double()
+        _check(name, f.shape == kind.shape, f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_kind'] {tuple(kind.shape)} differ")
+        ret = ret + cfg.explore_group_step_coef * torch.nan_to_num(f, nan=0.0)
+    adv = torch.zeros_like(ret)
+    for k in (EXPLORE, TASK):
+        rows, cols = ((kind == k) & inp.valid[:, None]).nonzero(as_tuple=True)  # (P,) the pool's turns
+        if rows.numel() == 0:
+            continue
+        vals = ret[rows, cols]
+        _, mean, std = group_moments(vals, inp.group_index[rows], torch.ones_like(vals, dtype=torch.bool))
+        adv[rows, cols] = (vals - mean) / (std + cfg.std_eps)
+    return _to_tokens(adv, idx, inp)
+
+
+explore_group.requires = frozenset({"turn_index", "turn_kind"})
