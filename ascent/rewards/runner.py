@@ -59,19 +59,28 @@ def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
 def resolve_reward(spec: str) -> RewardFn:
     """A registered name, `package.module:function`, or `path/to/file.py:function` -> the callable;
     any of them may carry keyword arguments, `name(key=value, ...)`, bound with functools.partial
-    (an unknown keyword fails here, not at the first step)."""
+    (an unknown keyword fails here, not at the first step). A class (a stateful reward such as `trace`)
+    is instantiated with the keywords: each runner gets its own instance and state."""
     name, kwargs = parse_spec_args(spec)
     fn = _resolve_callable(name)
+    if isinstance(fn, type):  # a stateful reward (e.g. `trace`): one fresh instance per runner, knobs to __init__
+        _check_kwargs(name, fn.__init__, kwargs)
+        return fn(**kwargs)
     if not kwargs:
         return fn
+    _check_kwargs(name, fn, kwargs)
+    bound = functools.partial(fn, **kwargs)
+    bound.__name__ = name  # type: ignore[attr-defined]
+    return bound
+
+
+def _check_kwargs(name: str, fn: Callable, kwargs: dict[str, Any]) -> None:
+    """Fail now when the spec names a keyword `fn` does not take."""
     params = inspect.signature(fn).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     unknown = [k for k in kwargs if k not in params and not takes_any]
     if unknown or any(k in params and params[k].kind is inspect.Parameter.VAR_KEYWORD for k in kwargs):
-        raise RewardSpecError(f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(params)}")
-    bound = functools.partial(fn, **kwargs)
-    bound.__name__ = name  # type: ignore[attr-defined]
-    return bound
+        raise RewardSpecError(f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(p for p in params if p != 'self')}")
 
 
 def _resolve_callable(spec: str) -> RewardFn:
@@ -153,6 +162,17 @@ class RewardRunner:
         self.timeout_s = timeout_s
         self._reported: set[str] = set()
         self.failure_log: list[str] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state of stateful rewards (objects with `state_dict`, e.g. `trace`), keyed "k:spec"; the
+        trainer checkpoints it so a resumed run continues with the same reward state."""
+        return {f"{k}:{name}": fn.state_dict() for k, (name, fn) in enumerate(zip(self.names, self.fns)) if hasattr(fn, "state_dict")}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`; rewards missing from it keep their fresh state."""
+        for k, (name, fn) in enumerate(zip(self.names, self.fns)):
+            if hasattr(fn, "load_state_dict") and f"{k}:{name}" in state:
+                fn.load_state_dict(state[f"{k}:{name}"])
 
     def _fail(self, name: str, message: str) -> None:
         self.failure_log.append(f"{name}: {message.strip().splitlines()[-1] if message.strip() else 'failed'}")

@@ -1,0 +1,301 @@
+"""Rewards for agents: outcome exact match / F1, TRACE tool cost (#2), source consistency (#1), citation
+rubric (#14), evidence recall (#39), IGPO information gain (#102), meta-reasoning tags (#51) and the
+geometric discount by rounds (#64).
+
+They have the registry signature `fn(prompts, completions, **fields) -> list[float | None]`. Agent
+batches (`ascent.agents.collector.pack_episodes`) give every reward, per episode, the row's fields
+(e.g. `answer`, `evidence`, `evidence_titles`) and:
+
+- `agent_info`: the last environment step's info (for search_world: `answer`, `correct`, `supported`,
+  `num_tool_calls`, `docs_retrieved`, `docs_opened`, `evidence_recall`, ...);
+- `agent_turn_texts`: each model turn's text; `agent_turn_infos`: each step's info;
+- `agent_turns`: each turn's sampled span; `agent_finish_reason`: done | max_turns | max_tokens;
+- `agent_answer_probs` (with `agent.turn_rewards=igpo`): the policy's probability of the gold answer
+  after the prompt and after each observation (`ascent.agents.collector.answer_probs`).
+
+A final answer is `agent_info["answer"]` when the environment reports it, else the `<answer>...</answer>`
+of the last turn (of the completion for single-turn rows). Answers compare after SQuAD normalisation.
+Rewards with knobs take them as keywords: `trace(floor=2)`, `round_discount(gamma=0.8)`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from typing import Any, Optional, Sequence
+
+from ascent.envs.search_world import normalize
+from ascent.envs.tool_env import parse_answer
+from ascent.envs.tools import ToolCall, parse_tool_calls
+from ascent.rewards.builtin import REWARDS
+from ascent.rewards.shaping import Matcher, call_reward
+
+Values = list[Optional[float]]
+_SOURCE = re.compile(r"<source>\s*(external|internal)\s*</source>", re.IGNORECASE)
+_CITE = re.compile(r"<cite>(.*?)</cite>", re.DOTALL)
+TAGS = ("plan", "explore", "reflect")
+"""Meta-reasoning tags of `meta_tags`: a turn is tagged when it contains `<plan>`, `<explore>` or `<reflect>`."""
+
+
+def _col(values: Optional[Sequence[Any]], n: int) -> list[Any]:
+    return list(values) if values is not None else [None] * n
+
+
+def final_answer(completion: str, info: Optional[dict[str, Any]], turn_texts: Optional[list[str]]) -> Optional[str]:
+    """The episode's final answer: the environment's `answer`, else the last turn's (or the completion's) `<answer>`.
+
+    >>> final_answer("", {"answer": "Velmor"}, None), final_answer("x <answer>7</answer>", None, None)
+    ('Velmor', '7')
+    """
+    if isinstance(info, dict) and info.get("answer") is not None:
+        return str(info["answer"])
+    return parse_answer(turn_texts[-1] if turn_texts else completion)
+
+
+def token_f1(prediction: str, gold: str) -> float:
+    """SQuAD token F1 of two answers after `normalize`.
+
+    >>> token_f1("Silthar Labs", "the Silthar Works"), token_f1("", "x")
+    (0.5, 0.0)
+    """
+    p, g = normalize(prediction).split(), normalize(gold).split()
+    common = sum((Counter(p) & Counter(g)).values())
+    if not p or not g or common == 0:
+        return float(p == g)
+    precision, recall = common / len(p), common / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def _answers(completions: Sequence[str], agent_info, agent_turn_texts) -> list[Optional[str]]:
+    n = len(completions)
+    return [final_answer(c, i, t) for c, i, t in zip(completions, _col(agent_info, n), _col(agent_turn_texts, n))]
+
+
+@REWARDS.register("answer_em")
+def answer_em(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+    """1 if the final answer equals the gold `answer` after normalisation, 0 otherwise (no answer: 0; no gold: None)."""
+    gold = _col(answer, len(completions))
+    return [None if g is None else float(p is not None and normalize(p) == normalize(str(g))) for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)]
+
+
+@REWARDS.register("answer_f1")
+def answer_f1(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+    """SQuAD token F1 of the final answer against the gold `answer` (no answer: 0; no gold: None)."""
+    gold = _col(answer, len(completions))
+    return [None if g is None else (0.0 if p is None else token_f1(p, str(g))) for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)]
+
+
+@REWARDS.register("trace")
+class Trace:
+    """TRACE tool-cost reward (HyperEyes, catalogue #2): a correct episode with c tool calls scores
+
+        r = min(1, (ref + 1) / (c + 1)),   0 when wrong (correctness from `matcher`, default answer_em),
+
+    against a reference tool-call count `ref` that only tightens during training: after each scored
+    batch, ref <- max(floor, min(ref, (1 - rate) ref + rate m)), m = the mean tool calls of the batch's
+    correct episodes. `ref=None` starts it at the first batch's m. Episodes at or under the reference get
+    the full outcome; costlier ones get less, so the policy is pushed below the reference, which then
+    follows it down (to `floor`). Use it beside the outcome (`reward=[answer_em,trace]`) or alone.
+
+    Its state (`ref`) is saved in the trainer's checkpoint (`RewardRunner.state_dict`), so a resumed run
+    continues with the same reference; evaluation uses its own runner and never moves it.
+    """
+
+    def __init__(self, ref: Optional[float] = None, floor: float = 1.0, rate: float = 0.5, matcher: Matcher = "answer_em") -> None:
+        if floor < 0 or not 0 < rate <= 1 or (ref is not None and ref < 0):
+            raise ValueError(f"trace needs floor >= 0, 0 < rate <= 1 and ref >= 0 (or None), got floor={floor}, rate={rate}, ref={ref}")
+        self.ref, self.floor, self.rate, self.matcher = ref, floor, rate, matcher
+        self.__name__ = "trace"
+
+    def __call__(self, prompts: list[str], completions: list[str], agent_info=None, **fields: Any) -> Values:
+        correct = call_reward(self.matcher, prompts, completions, {"agent_info": agent_info, **fields})
+        calls = [float((i or {}).get("num_tool_calls", 0)) for i in _col(agent_info, len(completions))]
+        good = [c for c, y in zip(calls, correct) if y is not None and y >= 0.5]
+        if self.ref is None and good:
+            self.ref = max(self.floor, sum(good) / len(good))
+        ref = self.ref if self.ref is not None else math.inf
+        out = [None if y is None else (y >= 0.5) * min(1.0, (ref + 1.0) / (c + 1.0)) for c, y in zip(calls, correct)]
+        if good and self.ref is not None:
+            self.ref = max(self.floor, min(self.ref, (1 - self.rate) * self.ref + self.rate * sum(good) / len(good)))
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"ref": self.ref}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.ref = state["ref"]
+
+
+def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optional[str]:
+    """The last `<source>external|internal</source>` the agent wrote (lower case), or None.
+
+    >>> declared_source(["<tool_call>...", "<answer>X</answer><source>External</source>"], "")
+    'external'
+    """
+    found = _SOURCE.findall("\n".join(turn_texts) if turn_texts else completion)
+    return found[-1].lower() if found else None
+
+
+@REWARDS.register("source_consistency")
+def source_consistency(prompts: list[str], completions: list[str], agent_info=None, agent_turn_texts=None, missing: float = 0.0, **_: Any) -> Values:
+    """SOAR source-consistent reward (catalogue #1): the agent tags its answer's source, `<source>external</source>`
+    (retrieved evidence) or `<source>internal</source>` (its own knowledge). r = 1 when the tag agrees with the
+    evidence: external and the answer appears in a retrieved document (the environment's `supported`), or
+    internal and it does not; else 0. No answer: 0; no tag: `missing`; no `supported` in the info: None.
+    The exact SOAR formula is not published; this is the agreement indicator. Mix it with the outcome."""
+    n = len(completions)
+    out: Values = []
+    for c, info, texts in zip(completions, _col(agent_info, n), _col(agent_turn_texts, n)):
+        if not isinstance(info, dict) or "supported" not in info:
+            out.append(None)
+            continue
+        source = declared_source(texts, c)
+        if final_answer(c, info, texts) is None:
+            out.append(0.0)
+        elif source is None:
+            out.append(float(missing))
+        else:
+            out.append(float((source == "external") == bool(info["supported"])))
+    return out
+
+
+def _seen(info: Optional[dict[str, Any]]) -> set[str]:
+    info = info or {}
+    return set(info.get("docs_retrieved", [])) | set(info.get("docs_opened", []))
+
+
+def citations(turn_texts: Optional[list[str]], completion: str) -> set[str]:
+    """Ids the agent cited: the comma/space-separated contents of every `<cite>...</cite>`.
+
+    >>> sorted(citations(["<answer>X</answer> <cite>doc-001, doc-004</cite>"], ""))
+    ['doc-001', 'doc-004']
+    """
+    text = "\n".join(turn_texts) if turn_texts else completion
+    return {c for body in _CITE.findall(text) for c in re.split(r"[,\s]+", body.strip()) if c}
+
+
+@REWARDS.register("citation_rubric")
+def citation_rubric(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, evidence=None, evidence_titles=None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+    """CaRR citation rubric (catalogue #14): the question is decomposed into single-hop rubric items:
+    for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was retrieved or opened
+    (a citation of an unseen document does not count); for every hidden bridge entity (hops 2..k, named
+    in `evidence_titles`) the agent names it in its turns; and the chain item: all of these hold and the
+    final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO mixes it
+    with the outcome (the CaRR scripts suggest weight 0.3: `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
+    n = len(completions)
+    out: Values = []
+    rows = zip(completions, _col(answer, n), _col(evidence, n), _col(evidence_titles, n), _col(agent_info, n), _col(agent_turn_texts, n))
+    for c, gold, ev, titles, info, texts in rows:
+        if not ev:
+            out.append(None)
+            continue
+        cited, seen = citations(texts, c), _seen(info)
+        items = [d in cited and d in seen for d in ev]
+        spoken = f" {normalize(' '.join(texts) if texts else c)} "
+        items += [f" {normalize(t)} " in spoken for t in (titles or [])[1:]]
+        pred = final_answer(c, info, texts)
+        items.append(all(items) and gold is not None and pred is not None and normalize(pred) == normalize(str(gold)))
+        out.append(sum(items) / len(items))
+    return out
+
+
+@REWARDS.register("evidence_recall")
+def evidence_recall(prompts: list[str], completions: list[str], evidence=None, agent_info=None, **_: Any) -> Values:
+    """DAVID-GRPO retrieval credit (catalogue #39): the share of the gold evidence documents (`evidence`)
+    the agent retrieved (shown by search) or opened. No evidence: None."""
+    n = len(completions)
+    return [None if not ev else sum(d in _seen(info) for d in ev) / len(ev) for ev, info in zip(_col(evidence, n), _col(agent_info, n))]
+
+
+def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -> list[float]:
+    """IGPO turn rewards (#102) of one episode: turn t's information gain p_{t+1} - p_t, with p_t the
+    policy's probability of the gold answer before turn t (`answer_probs`: after the prompt, then after
+    each observation); a turn no observation followed (the final answer) keeps its step reward (the outcome).
+
+    >>> igpo_turn_rewards([0.1, 0.4, 0.3, None], [0.0, 0.0, 1.0])
+    [0.30000000000000004, -0.10000000000000003, 1.0]
+    """
+    return [probs[t + 1] - probs[t] if probs[t] is not None and probs[t + 1] is not None else float(r) for t, r in enumerate(step_rewards)]
+
+
+@REWARDS.register("igpo")
+def igpo(prompts: list[str], completions: list[str], agent_answer_probs=None, **_: Any) -> Values:
+    """IGPO's total information gain (catalogue #102) as a sequence reward: sum over turns of
+    p_{t+1} - p_t (`igpo_turn_rewards` without the outcome), i.e. how much the episode's observations
+    raised the policy's probability of the gold answer. Turn-level use: `agent.turn_rewards=igpo` puts
+    the per-turn gains in extras['turn_rewards']; this reward needs that too (it fills agent_answer_probs)."""
+    if agent_answer_probs is None:
+        raise ValueError("the igpo reward needs the gold answer's probabilities: set agent.turn_rewards=igpo (agent tasks only)")
+    out: Values = []
+    for probs in agent_answer_probs:
+        gains = [b - a for a, b in zip(probs[:-1], probs[1:]) if a is not None and b is not None] if probs else []
+        out.append(float(sum(gains)))
+    return out
+
+
+def _call_signatures(text: str) -> set[str]:
+    return {json.dumps([c.name, c.arguments], sort_keys=True) for c in parse_tool_calls(text) if isinstance(c, ToolCall)}
+
+
+def _failed(info: Optional[dict[str, Any]]) -> bool:
+    """The step went wrong: a tool error, or no tool call and no answer (ToolEnv's reminder)."""
+    info = info or {}
+    return info.get("tool_errors", 0) > 0 or ("tool_calls" in info and info["tool_calls"] == 0 and "answer" not in info)
+
+
+def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
+    """RLVMR's rule-based scores (#51) of an episode's tagged turns, in order: `<plan>` in the first turn
+    scores 1 when the episode succeeds (0 otherwise or later); `<explore>` scores 1 when the turn makes a
+    tool call never made before in the episode, -1 when all its calls repeat earlier ones (0 without calls);
+    `<reflect>` scores 1 right after a failed step (tool error or no action), else 0.
+
+    >>> tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>", "<reflect/><answer>a</answer>"],
+    ...            [{"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {}], success=True)
+    [1.0, 1.0, -1.0, 0.0]
+    """
+    scores, made = [], set()
+    for t, (text, info) in enumerate(zip(turn_texts, turn_infos)):
+        calls = _call_signatures(text)
+        if "<plan" in text:
+            scores.append(float(t == 0 and success))
+        if "<explore" in text:
+            scores.append(0.0 if not calls else 1.0 if calls - made else -1.0)
+        if "<reflect" in text:
+            scores.append(float(t > 0 and _failed(turn_infos[t - 1])))
+        made |= calls
+    return scores
+
+
+@REWARDS.register("meta_tags")
+def meta_tags(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, agent_turn_infos=None, **_: Any) -> Values:
+    """RLVMR meta-reasoning reward (catalogue #51): the mean of `tag_scores` over the episode's tagged turns
+    (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without tags. Success = answer_em. Mix it with the
+    outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`). No turn texts (single-turn rows): None."""
+    n = len(completions)
+    success = answer_em(prompts, completions, answer, agent_info, agent_turn_texts)
+    out: Values = []
+    for texts, infos, ok in zip(_col(agent_turn_texts, n), _col(agent_turn_infos, n), success):
+        if texts is None:
+            out.append(None)
+            continue
+        scores = tag_scores(texts, infos or [{}] * len(texts), bool(ok))
+        out.append(sum(scores) / len(scores) if scores else 0.0)
+    return out
+
+
+@REWARDS.register("round_discount")
+def round_discount(prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any) -> Values:
+    """Efficiency-aware discount by rounds (IterResearch / EAPO, catalogue #64; form gamma^T r inferred):
+    r = gamma ** rounds * base, base = the reward `reward` (default answer_em), rounds = the episode's
+    interaction rounds (model turns that an observation followed: turns - 1 for a finished episode, all of
+    them for a cut one; 0 for single-turn rows)."""
+    if not 0 < gamma <= 1:
+        raise ValueError(f"round_discount needs 0 < gamma <= 1, got {gamma}")
+    base = call_reward(reward, prompts, completions, fields)
+    n = len(completions)
+    turns, finish = _col(fields.get("agent_turns"), n), _col(fields.get("agent_finish_reason"), n)
+    rounds = [0 if t is None else max(0, len(t) - (f == "done")) for t, f in zip(turns, finish)]
+    return [None if b is None else gamma**k * b for b, k in zip(base, rounds)]
