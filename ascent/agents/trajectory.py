@@ -101,7 +101,8 @@ def pack_trajectories(trajs: list[Trajectory], tokenizer: Any, policy_version: i
     """Right-pad trajectories into a `RolloutBatch` the learner trains on unchanged: completion_mask is
     the loss mask (sampled tokens only), group_index the task, finished = the environment ended the
     episode. Each row's fields carry the task's fields plus `agent_reward`, `agent_turns` (sampled spans),
-    `agent_finish_reason` and `agent_info`."""
+    `agent_turn_texts` (each model turn's text), `agent_turn_infos` (each step's info),
+    `agent_finish_reason` and `agent_info` (the last step's info)."""
     if not trajs:
         raise ValueError("pack_trajectories needs at least one trajectory")
     n, width = len(trajs), max(len(t) for t in trajs)
@@ -126,6 +127,7 @@ def pack_trajectories(trajs: list[Trajectory], tokenizer: Any, policy_version: i
         prompts=[t.prompt for t in trajs],
         completions=tokenizer.batch_decode([t.ids[t.prompt_len:] for t in trajs], skip_special_tokens=True),
         fields=[{**task_fields(t.task), "agent_reward": t.reward, "agent_turns": [(u.start, u.end) for u in t.turns],
+                 "agent_turn_texts": [u.text for u in t.turns], "agent_turn_infos": [u.info for u in t.turns],
                  "agent_finish_reason": t.finish_reason, "agent_info": t.info} for t in trajs],
         policy_version=policy_version,
         stats=agent_stats(trajs) | {"rollout/completion_tokens": sampled, "rollout/completion_len_mean": sampled / n,

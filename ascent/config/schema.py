@@ -56,6 +56,38 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class SearchWorldTaskConfig:
+    """The `search_world` agent task: one small generated world per few questions (train and held-out
+    worlds are disjoint, so facts cannot be memorised), and the scripted oracle of the warm start."""
+
+    people: int = 6
+    """People per world."""
+    companies: int = 3
+    """Companies per world."""
+    cities: int = 3
+    """Cities per world."""
+    countries: int = 2
+    """Countries per world."""
+    questions_per_world: int = 4
+    """Questions asked about each world."""
+    hops: list[int] = field(default_factory=lambda: [1])
+    """Hop counts of the questions (1-3), used in turn."""
+    top_k: int = 2
+    """Documents a search returns."""
+    snippet_chars: int = 80
+    """Characters of each search hit's text shown."""
+    prompt: str = "Q: {question}"
+    """First user message; fields {question} and {tools} (the tools' specs and call syntax)."""
+    oracle_p_guess: float = 0.6
+    """Warm-start oracle: probability of answering at once without searching (a guess: usually wrong, never supported)."""
+    oracle_p_redundant: float = 0.3
+    """Warm-start oracle: probability of repeating a search once."""
+    oracle_open: bool = True
+    """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
+    the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""
+
+
+@dataclass(frozen=True)
 class DataConfig:
     """Where prompts come from."""
 
@@ -80,6 +112,8 @@ class DataConfig:
     split_seed: Optional[int] = None
     """Seed of a built-in task's problems and train/held-out split (None: the run seed). Fix it when runs
     with different seeds must share a held-out set (e.g. `ascent compare`)."""
+    search_world: SearchWorldTaskConfig = field(default_factory=SearchWorldTaskConfig)
+    """The search_world agent task (data.task=search_world)."""
 
 
 @dataclass(frozen=True)
@@ -308,6 +342,25 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True)
+class AgentRunConfig:
+    """Multi-turn episodes of agent tasks (rollouts, evaluation, demonstrations); sampling temperature,
+    top_p, top_k and samples per prompt come from `rollout`, evaluation is greedy."""
+
+    max_turns: int = 4
+    """Model turns per episode."""
+    max_turn_tokens: int = 128
+    """Tokens the model may sample in one turn."""
+    max_total_tokens: int = 1024
+    """Tokens per trajectory: prompt, turns, template pieces and observations (keep <= the model's positions)."""
+    turn_rewards: Literal["env", "igpo"] = "env"
+    """What extras['turn_rewards'] holds: the environment's step rewards, or IGPO information gains (#102:
+    the increase of the policy's probability of the gold answer after each turn; the final turn keeps its
+    step reward). igpo costs one extra forward per turn and fills fields['agent_answer_probs']."""
+    igpo_template: str = "<answer>{answer}</answer>"
+    """IGPO: the text after the history whose {answer} tokens are scored."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole run: recipe plus overrides."""
 
@@ -347,6 +400,8 @@ class RunConfig:
     """Evaluation."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """Logging."""
+    agent: AgentRunConfig = field(default_factory=AgentRunConfig)
+    """Agent episodes (agent tasks only)."""
 
 
 @dataclass(frozen=True)

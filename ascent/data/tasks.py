@@ -36,6 +36,9 @@ class TaskData:
     teacher: Optional[Teacher] = None
     tokenizer: Any = None
     """Tokenizer for scratch models (None: the model brings its own)."""
+    agent: Any = None
+    """An `ascent.agents.task.AgentTask` for agent tasks (episodes through an environment; RL with the agent
+    collector, warm start on its demonstrator's trajectories); None for single-turn tasks."""
 
 
 def addition_teacher(carry_drop: float) -> Teacher:
@@ -92,6 +95,14 @@ def gsm_symbolic(cfg: DataConfig, seed: int) -> TaskData:
 
     train, held = _split_rows(gsm_symbolic_rows((cfg.num_train or 2000) + cfg.num_eval, seed), cfg)
     return TaskData(train=train, eval=held, reward="math_verify", teacher=answer_teacher)
+
+
+@TASKS.register("search_world")
+def search_world(cfg: DataConfig, seed: int) -> TaskData:
+    """Agent task: multi-hop questions over small generated worlds, answered with search/open tools (data.search_world)."""
+    from ascent.envs.search_task import search_world_task
+
+    return search_world_task(cfg, seed)
 
 
 def read_jsonl(path: str | Path) -> list[Row]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ascent.rollout.types import Generation, RolloutBatch
+from ascent.rollout.types import Generation, RolloutBatch, extra_pad
 
 
 def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[str, Any]], gen: Generation, n: int, tokenizer, policy_version: int = 0, row_indices: list[int] | None = None) -> RolloutBatch:
@@ -65,6 +65,33 @@ def concat_batches(batches: list[RolloutBatch]) -> RolloutBatch:
         completions=[c for b in batches for c in b.completions],
         fields=[f for b in batches for f in b.fields],
         policy_version=batches[0].policy_version,
-        stats={"rollout/completion_tokens": tokens, "rollout/completion_len_mean": tokens / max(total, 1), "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean())},
+        stats={**mean_stats(batches), "rollout/completion_tokens": tokens, "rollout/completion_len_mean": tokens / max(total, 1), "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean())},
         row_index=torch.cat([b.row_index for b in batches]) if all(b.row_index is not None for b in batches) else None,
+        extras=concat_extras(batches),
     )
+
+
+def mean_stats(batches: list[RolloutBatch]) -> dict[str, float]:
+    """The batches' stats averaged, weighted by their sizes (e.g. agent/ episode means)."""
+    total = max(sum(len(b) for b in batches), 1)
+    keys = {k for b in batches for k in b.stats}
+    return {k: sum(b.stats.get(k, 0.0) * len(b) for b in batches) / total for k in sorted(keys)}
+
+
+def concat_extras(batches: list[RolloutBatch]) -> dict[str, torch.Tensor]:
+    """Stack the batches' extras (every batch must have the same keys); a dimension that differs between
+    batches (T for token-aligned extras, M turns for per-turn ones) is right-padded with `extra_pad`."""
+    keys = sorted(batches[0].extras)
+    if any(sorted(b.extras) != keys for b in batches):
+        raise ValueError(f"concat_batches: the batches carry different extras ({[sorted(b.extras) for b in batches]})")
+    out = {}
+    for k in keys:
+        parts = [b.extras[k] for b in batches]
+        shape = [max(p.shape[d] for p in parts) for d in range(parts[0].dim())]
+        padded = []
+        for p in parts:
+            full = torch.full([p.shape[0], *shape[1:]], extra_pad(p), dtype=p.dtype)
+            full[tuple(slice(0, s) for s in p.shape)] = p
+            padded.append(full)
+        out[k] = torch.cat(padded)
+    return out

@@ -66,6 +66,11 @@ class RolloutBatch:
     row_index: Optional[torch.Tensor] = None
     """(N,) long: index of each sequence's training row in the dataset (None where the rows are not
     training rows, e.g. evaluation); A*-PO looks up its per-row V* with it."""
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    """Per-sequence tensors (N, ...) for the advantage estimators (merged into `AdvantageInput.extras`),
+    e.g. the turn structure of agent batches (`ascent.agents.collector.turn_extras`). An extra whose
+    second dimension is T (the batch's width) is token-aligned: `select` trims it with the ids. Padding
+    (`concat_batches`): `extra_pad` by dtype, float NaN, integer -1, bool False."""
 
     def __len__(self) -> int:
         return int(self.input_ids.shape[0])
@@ -98,4 +103,18 @@ class RolloutBatch:
             policy_version=self.policy_version,
             stats=dict(self.stats),
             row_index=None if self.row_index is None else self.row_index[idx],
+            extras={k: select_extra(v, idx, self.input_ids.shape[1], width) for k, v in self.extras.items()},
         )
+
+
+def extra_pad(x: torch.Tensor) -> float | int | bool:
+    """Padding value of an extra: NaN for floats ("no value"), -1 for integers ("no turn"), False for bools."""
+    if x.dtype == torch.bool:
+        return False
+    return float("nan") if x.is_floating_point() else -1
+
+
+def select_extra(x: torch.Tensor, idx: torch.Tensor, width: int, new_width: int) -> torch.Tensor:
+    """Rows `idx` of an extra; a token-aligned one ((N, T, ...) with T == `width`) is trimmed to `new_width`."""
+    x = x[idx]
+    return x[:, :new_width] if x.dim() >= 2 and x.shape[1] == width else x

@@ -28,12 +28,17 @@ from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
-from ascent.rollout.engine import make_engine
+from ascent.agents.collector import AgentCollector, pack_episodes
+from ascent.agents.evaluate import AgentEvaluator
+from ascent.agents.loop import AgentConfig
+from ascent.agents.task import demonstrations
+from ascent.rollout.collector import Collector
+from ascent.rollout.engine import RolloutEngine, make_engine
 from ascent.rollout.types import SamplingSettings
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts, RLTrainer
-from ascent.trainer.sft import SFTRun
+from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
 
 
 class RunDirError(ValueError):
@@ -85,9 +90,46 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     r = cfg.rollout
     settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos)
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
-    evaluator = Evaluator(task.eval, encoder, make_engine(r.backend, r.max_active_sequences), rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
+    evaluator = make_evaluator(cfg, task, encoder, settings)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
     return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state), policy
+
+
+def agent_loop(cfg: RunConfig) -> AgentConfig:
+    """The agent loop's limits (agent.*) and sampling (rollout.temperature, top_p, top_k)."""
+    a, r = cfg.agent, cfg.rollout
+    return AgentConfig(max_turns=a.max_turns, max_turn_tokens=a.max_turn_tokens, max_total_tokens=a.max_total_tokens, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
+
+
+def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, settings: SamplingSettings) -> Evaluator | AgentEvaluator:
+    """Held-out evaluation of the task's kind, with its own reward runner (a stateful reward such as
+    `trace` keeps its training state out of evaluation)."""
+    r = cfg.rollout
+    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
+    engine = make_engine(r.backend, r.max_active_sequences)
+    if task.agent is not None:
+        return AgentEvaluator(task.eval, task.agent, engine, rewards, agent_loop(cfg), cfg.eval.correct_threshold, cfg.eval.batch_size)
+    return Evaluator(task.eval, encoder, engine, rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
+
+
+def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[Collector]:
+    """The rollout stage: the agent collector for agent tasks, None (the trainer's single-turn default) otherwise."""
+    if run.task.agent is None:
+        return None
+    a = run.cfg.agent
+    return AgentCollector(policy, run.task.train, engine, run.task.agent, agent_loop(run.cfg), run.cfg.rollout.samples_per_prompt, a.turn_rewards, a.igpo_template, run.cfg.train.micro_batch_size)
+
+
+def make_demonstrations(run: Run, policy: Policy) -> Demonstrations:
+    """What the warm start and the control imitate: the task's teacher (single-turn) or its demonstrator's
+    trajectories (agent tasks; loss on the demonstrator's tokens only)."""
+    task, tok = run.task, policy.tokenizer
+    if task.agent is not None:
+        loop = replace(agent_loop(run.cfg), temperature=0.0)
+        return lambda rows, rng: pack_episodes(demonstrations(task.agent, rows, rng, tok, loop), rows, 1, tok)
+    if task.teacher is None:
+        raise RunDirError("the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")
+    return single_turn_demonstrations(task.teacher, run.encoder, tok)
 
 
 def print_header(run: Run, policy: Policy) -> None:
@@ -110,9 +152,7 @@ def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
 
 def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
     """Warm start or control: imitate the teacher for `steps` optimizer steps."""
-    if run.task.teacher is None:
-        raise RunDirError("the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")
-    job = SFTRun(policy, run.task.train, run.task.teacher, run.encoder, optim, steps, run.cfg.warmstart.batch_size, run.cfg.train.micro_batch_size, run.cfg.seed + (1 if phase == "control" else 0))
+    job = SFTRun(policy, run.task.train, make_demonstrations(run, policy), optim, steps, run.cfg.warmstart.batch_size, run.cfg.train.micro_batch_size, run.cfg.seed + (1 if phase == "control" else 0))
     with progress_bar(phase, steps, run.cfg.logging.progress) as bar:
         def on_step(step: int, m: dict[str, float]) -> None:
             run.logger.log(phase, step, m)
@@ -144,7 +184,8 @@ def warmstart(run: Run, policy: Policy) -> None:
 def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> bool:
     """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken."""
     cfg = run.cfg
-    parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend, cfg.rollout.max_active_sequences), run.rewards, run.settings)
+    engine = make_engine(cfg.rollout.backend, cfg.rollout.max_active_sequences)
+    parts = RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine))
     trainer = RLTrainer(cfg, parts)
     ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
@@ -231,10 +272,13 @@ def finish(run: Run) -> dict[str, Any]:
     summary["accuracy_after_rl"] = s["after"]["accuracy"]
     if "control" in s:
         summary["accuracy_sft_continued"] = s["control"]["accuracy"]
-    for phase, key in (("before", "before_rl"), ("after", "after_rl"), ("control", "sft_continued")):
+    phases = (("before", "before_rl"), ("after", "after_rl"), ("control", "sft_continued"))
+    for phase, key in phases:  # every evaluation metric: pass@k, and for agents tool_calls, unsupported_answer_rate, ...
         for metric, value in s.get(phase, {}).items():
-            if metric.startswith("pass@"):
-                summary[f"{metric}_{key}"] = value
+            summary.setdefault(f"{metric}_{key}", value)
+    checks = [s[p]["token_check_pass_rate"] for p, _ in phases if "token_check_pass_rate" in s.get(p, {})]
+    if checks:  # every evaluation checks the same number of trajectories: the mean is the pooled pass rate
+        summary["token_check_pass_rate"] = sum(checks) / len(checks)
     for key in ("warmstart_seconds", "rl_seconds", "control_seconds"):
         if key in s:
             summary[key] = round(s[key], 2)

@@ -16,7 +16,8 @@ from ascent.data.prompts import PromptEncoder
 from ascent.data.sampler import RowSampler
 from ascent.policy.model import Policy
 from ascent.rewards.runner import RewardResult, RewardRunner, concat_results
-from ascent.rollout.batch import assemble, concat_batches
+from ascent.rollout.batch import concat_batches
+from ascent.rollout.collector import Collector, SingleTurnCollector
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
@@ -40,6 +41,9 @@ class RLParts:
     engine: RolloutEngine
     rewards: RewardRunner
     settings: SamplingSettings
+    collector: Optional[Collector] = None
+    """The rollout stage (`collect(indices, generator) -> RolloutBatch`); None: a `SingleTurnCollector`
+    over engine, encoder and settings. Agent tasks pass an `ascent.agents.AgentCollector`."""
 
 
 class RLTrainer:
@@ -54,7 +58,7 @@ class RLTrainer:
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
         self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with dynamic sampling)
-        self._prompt_ids: dict[int, list[int]] = {}
+        self.collector = parts.collector or SingleTurnCollector(parts.policy, parts.rows, parts.encoder, parts.engine, parts.settings, cfg.rollout.samples_per_prompt)
         self.v_star: Optional[torch.Tensor] = None  # (rows,) A*-PO's V* per training row, once estimated
 
     def step(self) -> dict[str, float]:
@@ -124,19 +128,13 @@ class RLTrainer:
         return concat_batches(kept_b), concat_results(kept_s), stats
 
     def rollout(self, indices: list[int]) -> RolloutBatch:
-        """Sample `samples_per_prompt` completions for each row index."""
-        rows = [self.parts.rows[i] for i in indices]
-        ids = [self._encode(i) for i in indices]
-        n = self.cfg.rollout.samples_per_prompt
-        self.parts.policy.model.eval()
-        gen = self.parts.engine.generate(self.parts.policy.model, ids, n, self.parts.settings, self.generator)
-        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
-        return assemble([r["prompt"] for r in rows], ids, fields, gen, n, self.parts.policy.tokenizer, self.step_count, row_indices=indices)
+        """The collector's batch for these training rows, stamped with the policy version."""
+        batch = self.collector.collect(indices, self.generator)
+        batch.policy_version = self.step_count
+        return batch
 
     def _encode(self, i: int) -> list[int]:
-        if i not in self._prompt_ids:
-            self._prompt_ids[i] = self.parts.encoder(self.parts.rows[i]["prompt"])
-        return self._prompt_ids[i]
+        return self.parts.encoder(self.parts.rows[i]["prompt"])
 
     def check_rewards(self, scores: RewardResult, errors: list[str]) -> None:
         if not bool(scores.valid.any()):
@@ -160,7 +158,8 @@ class RLTrainer:
             on_step(self.step_count, metrics)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(), "v_star": self.v_star}
+        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(), "v_star": self.v_star,
+                "rewards": self.parts.rewards.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count, self.bad_steps = state["step"], state["bad_steps"]
@@ -169,12 +168,15 @@ class RLTrainer:
         self.learner.load_state_dict(state["learner"])
         set_rng_state(state["rng"])
         self.v_star = state.get("v_star")
+        self.parts.rewards.load_state_dict(state.get("rewards", {}))
 
 
 def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput:
-    """The estimator's input. extras: `logprobs` (N, T) sampled log-probs, `components` (N, K) each
-    reward's value, `finished` (N,) bool, and `task_index` (N,) long when rows carry a `task` field."""
-    extras = {"logprobs": batch.sampled_logprobs, "components": scores.components, "finished": batch.finished}
+    """The estimator's input. extras: the batch's own extras (`RolloutBatch.extras`, e.g. the turn
+    structure of agent batches: turn_index, turn_rewards, turn_kind, turn_prefix), `logprobs` (N, T)
+    sampled log-probs, `components` (N, K) each reward's value, `finished` (N,) bool, and `task_index`
+    (N,) long when rows carry a `task` field."""
+    extras = {**batch.extras, "logprobs": batch.sampled_logprobs, "components": scores.components, "finished": batch.finished}
     tasks = [f.get("task") for f in batch.fields]
     if all(t is not None for t in tasks):
         names = sorted({str(t) for t in tasks})

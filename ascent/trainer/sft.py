@@ -1,7 +1,8 @@
 """Supervised fine-tuning on a teacher's demonstrations: the warm start and the continued-imitation control.
 
-The loss is the token-mean negative log-likelihood of the demonstration completion (EOS included),
-through the same `aggregate` as the policy losses.
+The loss is the token-mean negative log-likelihood of the demonstration's imitated tokens (its
+completion_mask: a single-turn completion with its EOS, or an agent's sampled turns without the
+observations between them), through the same `aggregate` as the policy losses.
 """
 
 from __future__ import annotations
@@ -35,14 +36,27 @@ def demonstration_batch(rows: list[dict[str, Any]], teacher: Teacher, encoder: P
     return assemble([r["prompt"] for r in rows], prompt_ids, [{} for _ in rows], gen, 1, tokenizer)
 
 
+Demonstrations = Callable[[list[dict[str, Any]], random.Random], RolloutBatch]
+"""(rows, rng) -> a batch of demonstrations whose completion_mask marks the imitated tokens."""
+
+
+def single_turn_demonstrations(teacher: Teacher, encoder: PromptEncoder, tokenizer) -> Demonstrations:
+    """The teacher's completion of each row's prompt (`demonstration_batch`)."""
+    return lambda rows, rng: demonstration_batch(rows, teacher, encoder, rng, tokenizer)
+
+
 def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tuple[float, bool]:
-    """Backward of the token-mean NLL over the batch, in micro-batches. Returns (loss, finite)."""
+    """Backward of the token-mean NLL over the batch, in micro-batches of rows of similar lengths, each
+    trimmed to its longest row (agent trajectories vary a lot in length). Returns (loss, finite)."""
     num_tokens = float(batch.completion_mask.sum())
+    lengths = batch.attention_mask.sum(-1)  # (N,)
+    order = torch.argsort(lengths, descending=True, stable=True)
     total = 0.0
     for i in range(0, len(batch), micro_batch_size):
-        sl = slice(i, i + micro_batch_size)
-        logp = token_logprobs(policy.model, batch.input_ids[sl], batch.attention_mask[sl])  # (n, T)
-        loss = aggregate(-logp, batch.completion_mask[sl], "token-mean", num_tokens=num_tokens)
+        sl = order[i: i + micro_batch_size]
+        width = int(lengths[sl].max())
+        logp = token_logprobs(policy.model, batch.input_ids[sl, :width], batch.attention_mask[sl, :width])  # (n, width)
+        loss = aggregate(-logp, batch.completion_mask[sl, :width], "token-mean", num_tokens=num_tokens)
         if not torch.isfinite(loss):
             return float("nan"), False
         loss.backward()
@@ -56,8 +70,8 @@ class SFTRun:
 
     policy: Policy
     rows: list[dict[str, Any]]
-    teacher: Teacher
-    encoder: PromptEncoder
+    demos: Demonstrations
+    """Makes each step's batch (single-turn teacher completions, or agent trajectories with observations masked)."""
     optim: OptimConfig
     steps: int
     batch_size: int
@@ -71,7 +85,7 @@ class SFTRun:
         scheduler = make_scheduler(optimizer, self.optim, self.steps)
         for step in range(1, self.steps + 1):
             self.policy.model.train()
-            batch = demonstration_batch([self.rows[i] for i in sampler.next(self.batch_size)], self.teacher, self.encoder, rng, self.policy.tokenizer)
+            batch = self.demos([self.rows[i] for i in sampler.next(self.batch_size)], rng)
             loss, finite = nll_loss(self.policy, batch, self.micro_batch_size)
             if not finite:
                 optimizer.zero_grad(set_to_none=True)

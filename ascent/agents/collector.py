@@ -1,0 +1,158 @@
+"""`AgentCollector`: the rollout stage of RL on agents. Runs `samples_per_prompt` episodes per training
+row through the agent loop, packs them into a `RolloutBatch` (loss mask 1 on sampled tokens only) and
+fills the batch's turn extras, the contract of the turn-level advantage estimators (M = the most model
+turns of any trajectory in the batch, at least 1):
+
+- `turn_index` (N, T) long: the 0-based model turn each sampled token belongs to, -1 elsewhere;
+- `turn_rewards` (N, M) float32: each turn's reward, the environment's step reward (`agent.turn_rewards=env`)
+  or IGPO's information gain (`igpo`), NaN where the trajectory has no such turn;
+- `turn_kind` (N, M) long: 1 = exploratory action (a tool call), 0 = task action (final answer,
+  environment action), -1 = no turn;
+- `turn_prefix` (N, M) long: a 63-bit hash of the trajectory's ids up to the end of turn t (its sampled
+  tokens), so equal values mean identical histories; -1 = no turn.
+
+Reward functions receive each row's fields (minus `prompt`) plus the packed `agent_*` fields
+(`ascent.agents.trajectory.pack_trajectories`), and `agent_answer_probs` with igpo.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ascent.agents.loop import AgentConfig, rollout
+from ascent.agents.task import AgentTask
+from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
+from ascent.envs.tools import CALL_OPEN
+from ascent.policy.model import token_logprobs
+from ascent.rollout.engine import RolloutEngine
+from ascent.rollout.types import RolloutBatch
+
+EXPLORE, TASK, NO_TURN = 1, 0, -1
+"""Values of extras['turn_kind']."""
+
+
+def pack_episodes(trajs: list[Trajectory], rows: list[dict[str, Any]], n: int, tokenizer: Any, indices: Optional[list[int]] = None) -> RolloutBatch:
+    """Trajectories (n per row, row-major) as a RolloutBatch whose fields are the rows' fields (minus
+    `prompt`) plus the `agent_*` fields, whose prompts are the rows' prompts, and whose `row_index` holds
+    `indices` (one per row) when given."""
+    batch = pack_trajectories(trajs, tokenizer)
+    batch.fields = [{**{k: v for k, v in rows[i // n].items() if k != "prompt"}, **{k: v for k, v in f.items() if k.startswith("agent_")}} for i, f in enumerate(batch.fields)]
+    batch.prompts = [rows[i // n]["prompt"] for i in range(len(trajs))]
+    batch.group_index = torch.arange(len(rows)).repeat_interleave(n)
+    if indices is not None:
+        batch.row_index = torch.tensor(indices, dtype=torch.long).repeat_interleave(n)
+    return batch
+
+
+def turn_kind(turn: Turn) -> int:
+    """EXPLORE for a turn that called tools, else TASK. An environment may decide itself with a boolean
+    `exploratory` in its step info; otherwise a turn is exploratory when the environment counted tool
+    calls (`tool_calls` > 0, ToolEnv) or, failing that, its text holds a `<tool_call>`."""
+    info = turn.info
+    if "exploratory" in info:
+        return EXPLORE if info["exploratory"] else TASK
+    if "tool_calls" in info:
+        return EXPLORE if info["tool_calls"] > 0 else TASK
+    return EXPLORE if CALL_OPEN in turn.text else TASK
+
+
+def prefix_hashes(traj: Trajectory) -> list[int]:
+    """For each turn t, a 63-bit hash (>= 0) of traj.ids[:turns[t].end] (the history through turn t's sampled tokens)."""
+    h, done, out = hashlib.blake2b(digest_size=8), 0, []
+    for turn in traj.turns:
+        h.update(np.asarray(traj.ids[done: turn.end], dtype=np.int64).tobytes())
+        done = turn.end
+        out.append(int.from_bytes(h.copy().digest(), "little") & (2**63 - 1))
+    return out
+
+
+def turn_extras(trajs: list[Trajectory], width: int, turn_rewards: list[list[float]]) -> dict[str, torch.Tensor]:
+    """The turn extras of trajectories packed to `width` positions; `turn_rewards[i][t]` is turn t's reward."""
+    n, m = len(trajs), max(1, max(len(t.turns) for t in trajs))
+    index = torch.full((n, width), -1, dtype=torch.long)  # (N, T)
+    rewards = torch.full((n, m), math.nan, dtype=torch.float32)  # (N, M)
+    kinds = torch.full((n, m), NO_TURN, dtype=torch.long)  # (N, M)
+    prefix = torch.full((n, m), -1, dtype=torch.long)  # (N, M)
+    for i, t in enumerate(trajs):
+        k = len(t.turns)
+        index[i, : len(t)] = torch.tensor(t.turn_index(), dtype=torch.long)
+        if k:
+            rewards[i, :k] = torch.tensor(turn_rewards[i], dtype=torch.float32)
+            kinds[i, :k] = torch.tensor([turn_kind(u) for u in t.turns], dtype=torch.long)
+            prefix[i, :k] = torch.tensor(prefix_hashes(t), dtype=torch.long)
+    return {"turn_index": index, "turn_rewards": rewards, "turn_kind": kinds, "turn_prefix": prefix}
+
+
+def history_ends(traj: Trajectory) -> list[Optional[int]]:
+    """Where the model could answer: after the prompt, then after each turn's observation (None for a
+    turn that no observation followed). K + 1 entries for K turns."""
+    return [traj.prompt_len] + [None if u.observation is None else u.observation[1] for u in traj.turns]
+
+
+@torch.no_grad()
+def answer_probs(model: Any, trajs: list[Trajectory], answers: list[Any], template: str, tokenizer: Any, micro_batch: int = 32) -> list[list[Optional[float]]]:
+    """IGPO's probe (#102): for each trajectory and each history end h (`history_ends`), the policy's
+    probability of the gold answer, exp(mean log p(answer tokens | ids[:h] + template prefix)), as the
+    geometric mean per token so answers of different lengths compare. None where there is no history end."""
+    pre, _, post = template.partition("{answer}")
+    enc = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    probes: list[tuple[int, int, list[int], int, int]] = []  # (trajectory, history point, ids, answer start, answer end)
+    for i, (t, a) in enumerate(zip(trajs, answers)):
+        gold, head, tail = enc(str(a)), enc(pre), enc(post)
+        for k, end in enumerate(history_ends(t)):
+            if end is not None and gold:
+                ids = t.ids[:end] + head + gold + tail
+                probes.append((i, k, ids, end + len(head), end + len(head) + len(gold)))
+    out: list[list[Optional[float]]] = [[None] * (len(t.turns) + 1) for t in trajs]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    for s in range(0, len(probes), micro_batch):
+        chunk = probes[s: s + micro_batch]
+        width = max(len(p[2]) for p in chunk)
+        ids = torch.full((len(chunk), width), int(pad), dtype=torch.long)  # (B, L)
+        mask = torch.zeros_like(ids)
+        for r, p in enumerate(chunk):
+            ids[r, : len(p[2])], mask[r, : len(p[2])] = torch.tensor(p[2]), 1
+        lp = token_logprobs(model, ids, mask)  # (B, L): log p(x_t | x_<t)
+        for r, (i, k, _, a, b) in enumerate(chunk):
+            out[i][k] = float(lp[r, a:b].mean().exp())
+    return out
+
+
+@dataclass
+class AgentCollector:
+    """`n` episodes per training row with the policy, packed, with the turn extras."""
+
+    policy: Any
+    rows: list[dict[str, Any]]
+    engine: RolloutEngine
+    task: AgentTask
+    loop: AgentConfig
+    n: int
+    """Episodes per row (rollout.samples_per_prompt): the GRPO group."""
+    turn_rewards: str = "env"
+    """env: the environment's step rewards; igpo: information gains (`ascent.rewards.agentic.igpo_turn_rewards`)."""
+    igpo_template: str = "<answer>{answer}</answer>"
+    micro_batch_size: int = 32
+    """Probe sequences per forward (igpo)."""
+
+    def collect(self, indices: list[int], generator: torch.Generator) -> RolloutBatch:
+        rows = [self.rows[i] for i in indices]
+        self.policy.model.eval()
+        trajs = rollout(self.engine, self.policy, [self.task.env_task(r) for r in rows], self.task.make_env, self.loop, self.n, generator)
+        batch = pack_episodes(trajs, rows, self.n, self.policy.tokenizer, indices)
+        rewards = [[u.reward for u in t.turns] for t in trajs]
+        if self.turn_rewards == "igpo":
+            from ascent.rewards.agentic import igpo_turn_rewards
+
+            probs = answer_probs(self.policy.model, trajs, [r.get("answer") for r in rows for _ in range(self.n)], self.igpo_template, self.policy.tokenizer, self.micro_batch_size)
+            rewards = [igpo_turn_rewards(p, [u.reward for u in t.turns]) for p, t in zip(probs, trajs)]
+            for f, p in zip(batch.fields, probs):
+                f["agent_answer_probs"] = p
+        batch.extras = turn_extras(trajs, batch.input_ids.shape[1], rewards)
+        return batch

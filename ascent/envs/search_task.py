@@ -1,0 +1,129 @@
+"""The `search_world` agent task (`data.task=search_world`): questions over many small generated worlds.
+
+Every few questions get their own world (`data.search_world.questions_per_world`), and the held-out
+questions live in worlds no training question comes from, so a policy cannot memorise facts: it has to
+search. Rows are `{"prompt": question, "answer", "hops", "evidence", "evidence_titles", "path",
+"subject", "world_seed"}`; the environment (`WorldsEnv`) switches to the row's world on reset. The warm
+start imitates `OracleAgent` (scripted, deliberately imperfect: `oracle_p_guess`, `oracle_p_redundant`),
+or `SearchingOracle` (`oracle_open=false`: the same, reading facts from search results without opening).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from ascent.agents.chat import with_chat_template
+from ascent.agents.task import AgentTask, Responder
+from ascent.config.schema import DataConfig, SearchWorldTaskConfig
+from ascent.envs.search_world import ALPHABET, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig
+from ascent.envs.tools import ToolCall, parse_tool_calls
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class WorldQuestion:
+    """What `WorldsEnv.reset` takes: a question and the world it is about."""
+
+    world: SearchWorld
+    question: Question
+
+
+class WorldsEnv(SearchWorldEnv):
+    """A `SearchWorldEnv` whose world comes with each task (`WorldQuestion`)."""
+
+    def reset(self, task: WorldQuestion):  # type: ignore[override]
+        self.world = task.world
+        return super().reset(task.question)
+
+
+class SearchingOracle(OracleAgent):
+    """`OracleAgent` that reads each hop's fact from the search result instead of opening the document
+    (for worlds whose search hits show whole documents: `snippet_chars` >= the documents' length). Same
+    coin flips, same guesses and redundant searches; where the oracle would open, it moves on."""
+
+    def __call__(self, context: str) -> str:
+        reply = super().__call__(context)
+        calls = [c for c in parse_tool_calls(reply) if isinstance(c, ToolCall)]
+        if not calls or calls[0].name != "open":
+            return reply
+        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question))
+        hop = q.evidence.index(calls[0].arguments["doc_id"])
+        return self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
+
+
+class SearchWorlds:
+    """The task's worlds (built once, by seed) and the conversions between rows, questions and episodes."""
+
+    def __init__(self, cfg: SearchWorldTaskConfig) -> None:
+        if any(h not in (1, 2, 3) for h in cfg.hops) or not cfg.hops:
+            raise ValueError(f"data.search_world.hops must be a non-empty list of 1, 2 or 3, got {cfg.hops}")
+        self.cfg = cfg
+        self.worlds: dict[int, SearchWorld] = {}
+
+    def world(self, seed: int) -> SearchWorld:
+        if seed not in self.worlds:
+            c = self.cfg
+            self.worlds[seed] = SearchWorld(WorldConfig(num_people=c.people, num_companies=c.companies, num_cities=c.cities, num_countries=c.countries, seed=seed))
+        return self.worlds[seed]
+
+    def rows(self, num: int, seeds: range, taken: set[str]) -> list[Row]:
+        """`num` rows from worlds of `seeds` (in order), questions_per_world each, skipping question texts in `taken` (updated)."""
+        out: list[Row] = []
+        hops, per = self.cfg.hops, self.cfg.questions_per_world
+        for w, seed in enumerate(seeds):
+            world = self.world(seed)
+            kinds = [hops[(w * per + k) % len(hops)] for k in range(per)]  # the hop counts cycle through the rows
+            for q in (q for h in sorted(set(kinds)) for q in world.questions(kinds.count(h), hops=h)):
+                if q.question in taken:
+                    continue
+                taken.add(q.question)
+                out.append({"prompt": q.question, "answer": q.answer, "hops": q.hops, "evidence": list(q.evidence), "path": list(q.path), "subject": q.subject,
+                            "evidence_titles": [world.docs[d].title for d in q.evidence], "world_seed": seed})
+                if len(out) == num:
+                    return out
+        raise ValueError(f"search_world: only {len(out)} distinct questions for {num} rows; raise the world seeds' range")
+
+    def env_task(self, row: Row) -> WorldQuestion:
+        q = Question(row["prompt"], row["answer"], row["hops"], tuple(row["evidence"]), tuple(row["path"]), row["subject"])
+        return WorldQuestion(self.world(row["world_seed"]), q)
+
+    def make_env(self) -> WorldsEnv:
+        c = self.cfg
+        return WorldsEnv(self.world(0), top_k=c.top_k, snippet_chars=c.snippet_chars, prompt=c.prompt)
+
+    def demonstrator(self, rows: list[Row], rng: random.Random) -> Responder:
+        """The oracle for these rows' episodes: one `OracleAgent` per world, sharing one random stream
+        seeded from `rng`; a context is routed to the oracle of the question it contains."""
+        shared = random.Random(rng.randrange(2**32))
+        oracles: dict[str, OracleAgent] = {}
+        for r in rows:
+            task = self.env_task(r)
+            agent = OracleAgent if self.cfg.oracle_open else SearchingOracle
+            oracle = agent(task.world, [task.question], self.cfg.oracle_p_guess, self.cfg.oracle_p_redundant)
+            oracle.rng = shared
+            oracles[r["prompt"]] = oracle
+
+        def respond(context: str) -> str:
+            question = max((q for q in oracles if q in context), key=len, default=None)
+            return oracles[question](context) if question is not None else "<answer>unknown</answer>"
+
+        return respond
+
+
+def search_world_task(cfg: DataConfig, seed: int):
+    """TaskData of data.task=search_world: train and held-out rows from disjoint worlds, reward answer_em."""
+    from ascent.data.tasks import TaskData
+    from ascent.policy.tokenizer import char_tokenizer
+
+    worlds = SearchWorlds(cfg.search_world)
+    num_train = cfg.num_train or 2000
+    base = seed * 10_000_000
+    taken: set[str] = set()
+    held_out = worlds.rows(cfg.num_eval, range(base + 5_000_000, base + 10_000_000), taken)
+    train = worlds.rows(num_train, range(base, base + 5_000_000), taken)
+    agent = AgentTask(make_env=worlds.make_env, env_task=worlds.env_task, demonstrator=worlds.demonstrator)
+    tokenizer = with_chat_template(char_tokenizer(ALPHABET))
+    return TaskData(train=train, eval=held_out, reward="answer_em", teacher=None, tokenizer=tokenizer, agent=agent)

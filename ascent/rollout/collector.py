@@ -1,0 +1,48 @@
+"""Collectors: the rollout stage of an RL step as one swappable piece, `collect(indices, generator) ->
+RolloutBatch`.
+
+`SingleTurnCollector` samples `n` completions per prompt with a rollout engine (the GRPO-family path);
+`ascent.agents.collector.AgentCollector` runs multi-turn episodes through environments and packs them.
+The trainer only ever calls `collect`, so it never branches on the kind of task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from ascent.data.prompts import PromptEncoder
+from ascent.rollout.batch import assemble
+from ascent.rollout.engine import RolloutEngine
+from ascent.rollout.types import RolloutBatch, SamplingSettings
+
+
+class Collector(Protocol):
+    """The rollout stage: a scored-to-be batch for the training rows `indices`, sampled with `generator`
+    (the trainer's, checkpointed with it). The batch's `row_index` holds the rows' indices and its
+    groups are the rows (group g = indices[g])."""
+
+    def collect(self, indices: list[int], generator: torch.Generator) -> RolloutBatch: ...
+
+
+@dataclass
+class SingleTurnCollector:
+    """`n` sampled completions per prompt, one engine call."""
+
+    policy: Any
+    rows: list[dict[str, Any]]
+    encoder: PromptEncoder
+    engine: RolloutEngine
+    settings: SamplingSettings
+    n: int
+    """Samples per prompt (rollout.samples_per_prompt)."""
+
+    def collect(self, indices: list[int], generator: torch.Generator) -> RolloutBatch:
+        rows = [self.rows[i] for i in indices]
+        ids = [self.encoder(r["prompt"]) for r in rows]
+        self.policy.model.eval()
+        gen = self.engine.generate(self.policy.model, ids, self.n, self.settings, generator)
+        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
+        return assemble([r["prompt"] for r in rows], ids, fields, gen, self.n, self.policy.tokenizer, row_indices=indices)
