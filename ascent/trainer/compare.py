@@ -261,7 +261,9 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
 
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     names = list(dict.fromkeys(v.name for v, _, _ in run_dirs))
-    for name in names:
+    colours = plt.get_cmap("tab20").colors
+    for i, name in enumerate(names):
+        style = {"color": colours[i % len(colours)], "linestyle": ("-", "--", ":")[(i // len(colours)) % 3]}
         acc: dict[int, list[float]] = {}
         reward: dict[int, list[float]] = {}
         for v, _, d in run_dirs:
@@ -275,17 +277,19 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
                     reward.setdefault(r["step"], []).append(r["reward/mean"])
             summary = d / "summary.json"
             if summary.exists() and rows:
-                acc.setdefault(rows[-1]["step"], []).append(json.loads(summary.read_text())["accuracy_after_rl"])
+                final = json.loads(summary.read_text())
+                acc.setdefault(0, []).append(final["accuracy_before_rl"])
+                acc.setdefault(rows[-1]["step"], []).append(final["accuracy_after_rl"])
         if acc:
             steps = sorted(acc)
-            axes[0].plot(steps, [sum(acc[s]) / len(acc[s]) for s in steps], marker="o", label=name)
+            axes[0].plot(steps, [sum(acc[s]) / len(acc[s]) for s in steps], marker="o", label=name, **style)
         if reward:
             steps = sorted(reward)
             vals = [sum(reward[s]) / len(reward[s]) for s in steps]
             k = max(1, len(vals) // 20)  # moving average over ~5% of the run
             smooth = [sum(vals[max(0, i - k + 1): i + 1]) / len(vals[max(0, i - k + 1): i + 1]) for i in range(len(vals))]
-            axes[1].plot(steps, smooth, label=name)
-    axes[0].set(xlabel="RL step", ylabel="held-out greedy accuracy", title="held-out accuracy (mean over seeds)")
+            axes[1].plot(steps, smooth, label=name, **style)
+    axes[0].set(xlabel="RL step (0: the shared warm start)", ylabel="held-out greedy accuracy", title="held-out accuracy (mean over seeds)")
     axes[1].set(xlabel="RL step", ylabel="reward", title="training reward (mean over seeds, smoothed)")
     for ax in axes:
         ax.grid(alpha=0.3)
