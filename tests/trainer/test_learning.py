@@ -205,7 +205,7 @@ def test_distil_from_a_saved_teacher(seven_task, tmp_path, target):
 def test_distil_needs_a_teacher_with_the_same_vocabulary(seven_task, tmp_path, tokenizer):
     from tests.conftest import tiny_qwen
 
-    with pytest.raises(ValueError, match="set algorithm.teacher"):
+    with pytest.raises(ValueError, match="needs algorithm.teacher"):  # ConfigError, at load time
         trainer_for(seven_task + ["algorithm.loss=distil"])
     other = tmp_path / "other"
     Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer).save(other)  # another alphabet: 17 tokens
