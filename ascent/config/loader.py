@@ -206,6 +206,7 @@ def validate(cfg: RunConfig) -> None:
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     _check_algorithm_knobs(cfg.algorithm)
+    _check_runtime(cfg)
     if cfg.control.enabled and cfg.warmstart.steps == 0 and not cfg.warmstart.init_from:
         raise ConfigError("control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false")
     if cfg.model.source == "hf" and not cfg.model.path:
@@ -238,6 +239,16 @@ def _check_algorithm_knobs(a) -> None:
             raise ConfigError(f"algorithm.{name} must be {text}, got {value}")
     if a.loss == "distil" and not a.teacher:
         raise ConfigError("algorithm.loss=distil needs algorithm.teacher: a checkpoint folder or a run directory of a model with the same tokenizer")
+
+
+def _check_runtime(cfg: RunConfig) -> None:
+    """runtime=ray: worker counts and the off-policy correction that stale batches need."""
+    r = cfg.ray
+    if r.rollout_workers < 1 or r.max_staleness < 0 or r.num_cpus_per_worker <= 0:
+        raise ConfigError(f"ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}")
+    if cfg.runtime == "ray" and r.max_staleness > 0 and cfg.algorithm.tis_cap is None:
+        raise ConfigError(f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: set algorithm.tis_cap "
+                          "(e.g. 2.0; truncated importance weights against the sampling-time log-probs) or ray.max_staleness=0")
 
 
 def derived(cfg: RunConfig) -> Derived:

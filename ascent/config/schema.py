@@ -402,6 +402,26 @@ class RunConfig:
     """Logging."""
     agent: AgentRunConfig = field(default_factory=AgentRunConfig)
     """Agent episodes (agent tasks only)."""
+    runtime: Literal["local", "ray"] = "local"
+    """Where the RL loop runs: local (one process, rollouts then update) or ray (rollout workers as Ray
+    actors sampling ahead of the learner within ray.max_staleness versions; `ascent.runtime`)."""
+    ray: RayConfig = field(default_factory=lambda: RayConfig())  # RayConfig is defined just below
+    """Ray runtime settings (runtime=ray)."""
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """runtime=ray: rollout workers (Ray actors holding a copy of the policy, scoring their own batches)
+    feed the learner in the driver; weights are synced once per policy version (learner step)."""
+
+    address: Optional[str] = None
+    """Ray cluster to join (e.g. "auto" or "ray://head:10001"); None: start a local Ray instance."""
+    rollout_workers: int = 2
+    """Rollout worker actors; more than max_staleness + 1 never have work (that many batches are in flight)."""
+    max_staleness: int = 1
+    """K: a consumed batch was sampled at most K learner steps ago (0: synchronous, same result as local)."""
+    num_cpus_per_worker: float = 1.0
+    """CPUs Ray reserves per rollout worker (fractions allowed); also its torch threads (at least 1)."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,8 @@ from typing import Optional
 import torch
 
 from ascent.algorithms import ADVANTAGES, LOSSES, LossInput
+from ascent.algorithms.aggregate import masked_mean
+from ascent.algorithms.losses import tis_weight
 from ascent.config.schema import AlgorithmConfig, OptimConfig
 from ascent.policy.model import Policy, full_logprobs, token_logprobs
 from ascent.rollout.types import RolloutBatch
@@ -201,6 +203,8 @@ class Learner:
         inp = LossInput(logprobs=logp, old_logprobs=old, advantages=mb.advantages, mask=mb.mask, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=float(self.norm_length), ref_logprobs=ref, sampled_logprobs=mb.sampled_logprobs,
                         rewards=mb.rewards, group_index=mb.group_index, v_star=mb.v_star, logits=full, teacher_logprobs=teacher)
         loss, metrics = self.loss_fn(inp, self.algo)
+        if self.algo.tis_cap is not None:  # the truncated importance weights the ratio-based losses applied
+            metrics["loss/tis_weight_mean"] = float(masked_mean(tis_weight(inp, self.algo), mb.mask))
         mismatch = None if mb.old_logprobs is not None else float(((old - mb.sampled_logprobs).abs() * mb.completion_mask).max())
         return loss, metrics, mismatch
 

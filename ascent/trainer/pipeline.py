@@ -35,9 +35,10 @@ from ascent.agents.task import demonstrations
 from ascent.rollout.collector import Collector
 from ascent.rollout.engine import RolloutEngine, make_engine
 from ascent.rollout.types import SamplingSettings
+from ascent.runtime import make_trainer
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
-from ascent.trainer.rl import RLParts, RLTrainer
+from ascent.trainer.rl import RLParts
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
 
 
@@ -186,7 +187,7 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
     cfg = run.cfg
     engine = make_engine(cfg.rollout.backend, cfg.rollout.max_active_sequences)
     parts = RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine))
-    trainer = RLTrainer(cfg, parts)
+    trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
     ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
     if latest is not None:

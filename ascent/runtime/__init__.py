@@ -1,0 +1,39 @@
+"""Where the RL loop runs: `runtime=local` (one process) or `runtime=ray` (rollout workers as Ray actors).
+
+Both runtimes are an `RLTrainer`: the same `step` (rollouts -> rewards -> advantages -> update) built from
+the same registered pieces. The Ray runtime (`AsyncTrainer`) overrides ONE hook, `sample_and_score`: its
+scored batches come from rollout workers (`RolloutWorker` actors in a `WorkerPool`) that sample and score
+up to `ray.max_staleness` policy versions ahead of the learner, which stays in the driver.
+
+    local   ascent.trainer.rl.RLTrainer                 rollouts, rewards and the update one after another
+    ray     ascent.runtime.async_trainer.AsyncTrainer   learner here; RolloutWorker actors sample and score
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ascent.config.schema import RunConfig
+from ascent.registry import Registry
+from ascent.trainer.rl import RLParts, RLTrainer
+
+RUNTIMES: Registry[Callable[[RunConfig, RLParts], RLTrainer]] = Registry("runtime")
+
+
+@RUNTIMES.register("local")
+def local_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
+    """In-process: rollouts, rewards and the update one after another (the loop of `RLTrainer.step`)."""
+    return RLTrainer(cfg, parts)
+
+
+@RUNTIMES.register("ray")
+def ray_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
+    """Ray: rollout workers sample and score up to ray.max_staleness versions ahead of the learner."""
+    from ascent.runtime.async_trainer import AsyncTrainer  # imports Ray only when asked for
+
+    return AsyncTrainer(cfg, parts)
+
+
+def make_trainer(cfg: RunConfig, parts: RLParts) -> RLTrainer:
+    """The trainer of the configured runtime (`runtime=local|ray`)."""
+    return RUNTIMES.get(cfg.runtime)(cfg, parts)

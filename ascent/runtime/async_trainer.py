@@ -1,0 +1,214 @@
+"""runtime=ray: the learner in the driver, rollout workers as Ray actors sampling ahead within K versions.
+
+The step is `RLTrainer.step`, unchanged; `AsyncTrainer` overrides its one rollout hook, `sample_and_score`.
+
+Schedule (K = ray.max_staleness). Step s (0-based) trains on batch s; batch s is requested as soon as the
+learner holds version max(0, s - K), with that version's weights. So K + 1 batches are in flight, each is
+at most K versions old when consumed, and which version samples which rows does not depend on timing:
+the run is reproducible. K = 0 is synchronous and chains the trainer's generator from batch to batch like
+the local loop, so it reproduces `runtime=local` (same seed -> same parameters).
+
+Weights: after each update the trainable tensors are `ray.put` once (a new version); a request carries the
+reference, and a worker loads it only when its version differs. Stale batches: the learner's pre-update
+log-probs are the proximal ("old") policy and the log-probs recorded at sampling time the behaviour policy;
+ratio-based losses weight each token by min(pi_old / pi_sampler, algorithm.tis_cap) (`tis_weight`).
+
+Faults and resume: see `WorkerPool` (a dead worker's batch is re-run unchanged). A checkpoint holds the
+data cursor, the RNG states, the policy version (the step) and the requests in flight (rows and seeds);
+after a resume those batches are sampled again, with the resumed weights (they were never consumed, so
+every row is still trained on exactly once; their samples differ from the uninterrupted run's).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import replace
+from typing import Any, Callable, Optional
+
+import ray
+import torch
+
+from ascent.config.schema import RunConfig
+from ascent.rewards.runner import RewardResult
+from ascent.rollout.types import RolloutBatch
+from ascent.runtime.pool import WorkerPool
+from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutResult, RolloutWorker, trainable_state
+from ascent.trainer.rl import RLParts, RLTrainer
+
+log = logging.getLogger(__name__)
+
+
+class AsyncTrainer(RLTrainer):
+    """An `RLTrainer` whose scored batches come from Ray rollout workers, at most K versions stale."""
+
+    def __init__(self, cfg: RunConfig, parts: RLParts) -> None:
+        super().__init__(cfg, parts)
+        self.K = cfg.ray.max_staleness
+        self.pending: deque[RolloutRequest] = deque()  # the steps' batches requested, not yet consumed, in order
+        self.next_id = 0
+        self.row_counts = torch.zeros(len(parts.rows), dtype=torch.long)  # (rows,) times each row was trained on
+        self.totals = {"samples": 0, "dropped_stale": 0, "requests_retried": 0, "workers_replaced": 0}
+        self.score_here = bool(parts.rewards.state_dict())  # rewards with state (e.g. trace) score in one place: here
+        self.pool: Optional[WorkerPool] = None
+        self.weights: tuple[int, Any] = (-1, None)  # (version, ObjectRef of its trainable tensors)
+        self._publish_s = 0.0  # seconds of the last ray.put of the weights
+        self._owns_ray = False
+        self._head_taken = False
+        self._step_log: list[dict[str, float]] = []  # per consumed batch of the current step
+
+    # -- the step -------------------------------------------------------------------------------------
+
+    def step(self) -> dict[str, float]:
+        """`RLTrainer.step`, then request the batches the new version may sample; adds async/ metrics."""
+        self._head_taken, self._step_log = False, []
+        metrics = super().step()
+        self.fill()  # workers start on the next batches while the caller evaluates, logs and checkpoints
+        return {**metrics, **self.async_metrics(metrics)}
+
+    def sample_and_score(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
+        """The step's batch (the oldest request), or, for dynamic-sampling refills, a fresh request."""
+        t0 = time.perf_counter()
+        self.fill()
+        if not self._head_taken:
+            req, self._head_taken = self.pending.popleft(), True
+        else:
+            req = self.issue(self.sampler.next(prompts))
+        result = self.pool.result(req.id)
+        while self.step_count - result.batch.policy_version > self.K:  # never under the schedule; a guard
+            self.totals["dropped_stale"] += 1
+            result = self.reissue(req)
+        batch, scores = self.accept(req, result)
+        self._rollout_s += time.perf_counter() - t0  # time/rollout: the learner's wait for its batch
+        return batch, scores
+
+    def accept(self, req: RolloutRequest, result: RolloutResult) -> tuple[RolloutBatch, RewardResult]:
+        """Score (when rewards have state), check, count; chain the generator (K = 0)."""
+        batch, scores, errors = result.batch, result.scores, result.reward_errors
+        if scores is None:
+            before = len(self.parts.rewards.failure_log)
+            scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
+            errors = self.parts.rewards.failure_log[before:]
+        self.check_rewards(scores, errors)
+        if result.rng_state is not None:
+            self.generator.set_state(result.rng_state)
+        self.row_counts[torch.tensor(req.indices, dtype=torch.long)] += 1
+        self.totals["samples"] += len(batch)
+        self._step_log.append({"async/staleness": float(self.step_count - batch.policy_version), "async/request": float(req.id), **result.times})
+        return batch, scores
+
+    def async_metrics(self, update: dict[str, float]) -> dict[str, float]:
+        """async/: staleness, importance weights, the head batch's worker timings, running totals."""
+        head = self._step_log[0]
+        out = {k: v for k, v in head.items() if k != "async/staleness"}
+        out["async/staleness_mean"] = sum(b["async/staleness"] for b in self._step_log) / len(self._step_log)
+        out["async/tis_weight_mean"] = update.get("loss/tis_weight_mean", 1.0)
+        out["async/policy_version"] = float(self.step_count - 1)
+        out["async/weight_sync_s"] = self._publish_s + head.get("async/worker_sync_s", 0.0)
+        out["async/workers_replaced"] = float(self.totals["workers_replaced"] + self.pool.replaced)
+        out["async/requests_retried"] = float(self.totals["requests_retried"] + self.pool.retried)
+        out.update({f"async/{k}": float(v) for k, v in self.totals.items() if k in ("samples", "dropped_stale")})
+        return out
+
+    # -- requests and weights -------------------------------------------------------------------------
+
+    def fill(self) -> None:
+        """Request batches up to K + 1 ahead of the learner (never past train.steps)."""
+        if self.pool is None:
+            self.start()
+        while len(self.pending) < self.K + 1 and self.step_count + len(self.pending) < self.cfg.train.steps:
+            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step)))
+
+    def issue(self, indices: list[int], request_id: Optional[int] = None) -> RolloutRequest:
+        """A request for `indices` at the current version, sent to the pool."""
+        if request_id is None:
+            request_id, self.next_id = self.next_id, self.next_id + 1
+        req = RolloutRequest(request_id, list(indices), self.step_count, self.current_weights(), request_seed(self.cfg.seed, request_id), self.generator.get_state() if self.K == 0 else None)
+        self.pool.submit(req)
+        return req
+
+    def reissue(self, req: RolloutRequest) -> RolloutResult:
+        """The same rows and seed again, sampled with the current version."""
+        self.issue(req.indices, req.id)
+        return self.pool.result(req.id)
+
+    def current_weights(self) -> Any:
+        """The ObjectRef of the learner's current version, put once per version."""
+        version, ref = self.weights
+        if version != self.step_count:
+            t0 = time.perf_counter()
+            self.weights = (self.step_count, ray.put(trainable_state(self.parts.policy.model)))
+            self._publish_s = time.perf_counter() - t0
+            return self.weights[1]
+        return ref
+
+    def start(self) -> None:
+        """Join or start Ray, check its CPUs, start the workers."""
+        r = self.cfg.ray
+        if not ray.is_initialized():
+            ray.init(address=r.address, include_dashboard=False)
+            self._owns_ray = True
+        need, have = r.rollout_workers * r.num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+        if need > have:
+            raise ValueError(f"ray.rollout_workers={r.rollout_workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)")
+        if r.rollout_workers > self.K + 1:
+            log.warning("ray.rollout_workers=%d but at most max_staleness + 1 = %d batches are in flight: %d workers stay idle", r.rollout_workers, self.K + 1, r.rollout_workers - self.K - 1)
+        self.pool = WorkerPool(actor_factory(self.collector, None if self.score_here else RewardSpec.of(self.parts.rewards), r.num_cpus_per_worker), r.rollout_workers)
+        self.pending = deque(self.resubmit(req) for req in self.pending)  # in flight at the checkpoint: sampled again
+
+    def resubmit(self, req: RolloutRequest) -> RolloutRequest:
+        """A request restored from a checkpoint, sent again with the resumed version's weights."""
+        req = replace(req, version=self.step_count, weights=self.current_weights(), rng_state=self.generator.get_state() if self.K == 0 else None)
+        self.pool.submit(req)
+        return req
+
+    def close(self) -> None:
+        """Stop the workers (and Ray, when this trainer started it)."""
+        if self.pool is not None:
+            self.totals["workers_replaced"] += self.pool.replaced
+            self.totals["requests_retried"] += self.pool.retried
+            self.pool.shutdown()
+            self.pool = None
+        if self._owns_ray:
+            ray.shutdown()
+            self._owns_ray = False
+
+    def fit(self, on_step: Callable[[int, dict[str, float]], None], stop_at: Optional[int] = None) -> None:
+        try:
+            super().fit(on_step, stop_at)
+        finally:
+            self.close()
+
+    # -- checkpoint -----------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """`RLTrainer.state_dict` plus the requests in flight (rows, ids, seeds) and the sample ledger."""
+        pool = self.pool
+        totals = {**self.totals, **({"workers_replaced": self.totals["workers_replaced"] + pool.replaced, "requests_retried": self.totals["requests_retried"] + pool.retried} if pool else {})}
+        pending = [{"id": r.id, "indices": list(r.indices), "seed": r.seed} for r in self.pending]
+        return {**super().state_dict(), "async": {"pending": pending, "next_id": self.next_id, "row_counts": self.row_counts.clone(), "totals": totals}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        a = state.get("async")
+        if a is None:  # written by runtime=local: nothing in flight, no ledger of the rows trained on so far
+            return
+        self.pending = deque(RolloutRequest(p["id"], p["indices"], self.step_count, None, p["seed"]) for p in a["pending"])
+        self.next_id, self.row_counts, self.totals = a["next_id"], a["row_counts"].clone(), dict(a["totals"])
+
+
+def request_seed(seed: int, request_id: int) -> int:
+    """The sampling seed of request `request_id` of a run seeded `seed`.
+
+    >>> request_seed(0, 5), request_seed(1, 5) != request_seed(0, 5)
+    (5, True)
+    """
+    return (seed * 1_000_003 + request_id) % (2**63)
+
+
+def actor_factory(collector: Any, rewards: Optional[RewardSpec], num_cpus: float) -> Callable[[int], Any]:
+    """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once."""
+    remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RolloutWorker)
+    blob = ray.put(collector)
+    return lambda i: remote.remote(blob, rewards, max(1, int(num_cpus)))

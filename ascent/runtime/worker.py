@@ -1,0 +1,152 @@
+"""A rollout worker: a copy of the policy inside a `Collector`, plus the reward runner that scores its batches.
+
+`RolloutWorker` is a plain class (tests call it in-process); `WorkerPool` turns it into a Ray actor. One call,
+`run(request)`, loads the request's policy version when the worker does not hold it yet (the weights travel
+once per version through Ray's object store), samples the request's rows with the request's own generator
+and scores the batch with the existing `RewardRunner` (per-call timeouts), so a slow reward delays only this
+worker, never the learner.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ascent.rewards.runner import RewardResult, RewardRunner, parse_spec_args
+from ascent.rollout.collector import Collector
+from ascent.rollout.types import RolloutBatch
+
+
+@dataclass
+class RolloutRequest:
+    """One batch to sample: training rows, the policy version to sample with, and its randomness."""
+
+    id: int
+    """Issue order. The learner consumes the step's batches in this order."""
+    indices: list[int]
+    """Training rows (prompts) of the batch."""
+    version: int
+    """Learner step whose weights sample the batch (stamped into `RolloutBatch.policy_version`)."""
+    weights: Any
+    """That version's trainable tensors: a Ray ObjectRef (one `ray.put` per version) or, in-process, the dict."""
+    seed: int
+    """Seed of the request's own generator (used when `rng_state` is None); re-running the request with
+    the same weights reproduces the batch exactly."""
+    rng_state: Optional[torch.Tensor] = None
+    """max_staleness=0: the trainer's generator state, chained from request to request exactly as the
+    local loop consumes it (so K=0 reproduces the local run)."""
+    attempts: int = 0
+    """Times the request was sent to a worker that died before answering."""
+
+
+@dataclass
+class RolloutResult:
+    """A sampled batch, its scores (None: the trainer scores it, for rewards with state) and timings."""
+
+    request_id: int
+    batch: RolloutBatch
+    scores: Optional[RewardResult]
+    reward_errors: list[str]
+    """Failure messages of this batch's reward calls (the trainer's check for "every reward failed")."""
+    rng_state: Optional[torch.Tensor]
+    """The generator state after sampling, when the request chained one."""
+    times: dict[str, float] = field(default_factory=dict)
+    """async/worker_sync_s (loading new weights), async/worker_rollout_s, async/worker_reward_s."""
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """What a worker needs to build its own `RewardRunner` (functions are resolved in the worker)."""
+
+    specs: list[str]
+    weights: list[float]
+    timeout_s: float
+
+    @classmethod
+    def of(cls, runner: RewardRunner) -> "RewardSpec":
+        """The runner's specs with `file.py:function` paths made absolute (a worker's cwd may differ)."""
+        return cls([absolute_file_spec(s) for s in runner.names], list(runner.weights), runner.timeout_s)
+
+    def build(self) -> RewardRunner:
+        return RewardRunner(self.specs, self.weights, self.timeout_s)
+
+
+def absolute_file_spec(spec: str) -> str:
+    """`dir/r.py:fn(k=1)` -> `/abs/dir/r.py:fn(k=1)`; registered names and module specs are unchanged.
+
+    >>> absolute_file_spec("exact_answer")
+    'exact_answer'
+    >>> absolute_file_spec("/tmp/r.py:fn")
+    '/tmp/r.py:fn'
+    """
+    name, _ = parse_spec_args(spec)
+    target, sep, _ = name.rpartition(":")
+    if not sep or not target.endswith(".py") or Path(target).is_absolute():
+        return spec
+    return str(Path(target).resolve()) + spec[len(target):]
+
+
+def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The tensors a version changes: the trainable parameters (LoRA: the adapters only), detached copies."""
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def request_generator(req: RolloutRequest) -> torch.Generator:
+    """The request's generator: the chained trainer state, or a fresh one seeded by the request."""
+    gen = torch.Generator()
+    if req.rng_state is not None:
+        gen.set_state(req.rng_state)
+    else:
+        gen.manual_seed(req.seed)
+    return gen
+
+
+class RolloutWorker:
+    """Samples and scores requested batches with its own copy of the policy."""
+
+    def __init__(self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1) -> None:
+        torch.set_num_threads(max(1, threads))
+        self.collector = collector
+        """Holds the worker's policy copy as `collector.policy` (SingleTurnCollector, AgentCollector)."""
+        self.rewards = rewards.build() if rewards is not None else None
+        self.version = -1
+
+    def load(self, req: RolloutRequest) -> float:
+        """Load the request's weights unless this version is already loaded; seconds spent."""
+        if req.version == self.version:
+            return 0.0
+        t0 = time.perf_counter()
+        weights = req.weights
+        if not isinstance(weights, dict):  # an ObjectRef nested in the request: fetched once per version
+            import ray
+
+            weights = ray.get(weights)
+        _, unexpected = self.collector.policy.model.load_state_dict(weights, strict=False)  # trainable tensors only
+        if unexpected:
+            raise RuntimeError(f"rollout worker: weights of version {req.version} do not fit the policy (unexpected {sorted(unexpected)[:5]})")
+        self.version = req.version
+        return time.perf_counter() - t0
+
+    def run(self, req: RolloutRequest) -> RolloutResult:
+        """Sample the request's rows with its policy version, then score them (when this worker scores)."""
+        sync_s = self.load(req)
+        gen = request_generator(req)
+        t0 = time.perf_counter()
+        batch = self.collector.collect(req.indices, gen)
+        batch.policy_version = req.version
+        t1 = time.perf_counter()
+        scores, errors = None, []
+        if self.rewards is not None:
+            before = len(self.rewards.failure_log)
+            scores = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
+            errors = self.rewards.failure_log[before:]
+        times = {"async/worker_sync_s": sync_s, "async/worker_rollout_s": t1 - t0, "async/worker_reward_s": time.perf_counter() - t1}
+        return RolloutResult(req.id, batch, scores, errors, gen.get_state() if req.rng_state is not None else None, times)
+
+    def ping(self) -> int:
+        """The loaded policy version (health check)."""
+        return self.version
