@@ -4,6 +4,7 @@
     ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
     ascent list [advantages|losses|rewards|recipes|tasks|backends]
     ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
+    ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
 
 from __future__ import annotations
@@ -110,6 +111,13 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    from ascent.runtime.plan import plan_command
+
+    overrides = {"samples_per_step": args.samples_per_step, "worker_batch_s": args.worker_batch_s, "learner_step_s": args.learner_step_s, "sync_s": args.sync_s}
+    return plan_command(args.run_dir, overrides, args.max_staleness, args.json)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ascent", description="RL post-training of language models, from a laptop CPU to a GPU cluster.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -132,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--output-dir", default="compare", help="parent directory of comparisons")
     c.add_argument("--overwrite", action="store_true", help="replace a different comparison of the same name")
     c.set_defaults(fn=cmd_compare)
+    pl = sub.add_parser("plan", help="rollout workers that keep the learner busy (ECHO-2's capacity model), from a run's measurements")
+    pl.add_argument("run_dir", nargs="?", help="a run directory: its metrics.jsonl gives the measured times (local or ray runs)")
+    for flag, text in [("--samples-per-step", "samples per step"), ("--worker-batch-s", "one worker's seconds to sample and score a step's batch"), ("--learner-step-s", "learner seconds per step"), ("--sync-s", "weight-sync seconds per version")]:
+        pl.add_argument(flag, type=float, help=f"{text} (overrides the run's)")
+    pl.add_argument("--max-staleness", type=int, help="evaluate this ray.max_staleness instead of the one each worker count needs")
+    pl.add_argument("--json", action="store_true", help="print JSON")
+    pl.set_defaults(fn=cmd_plan)
     ls = sub.add_parser("list", help="registered components and recipes")
     ls.add_argument("kind", nargs="?", choices=["advantages", "losses", "rewards", "recipes", "tasks", "backends"])
     ls.set_defaults(fn=cmd_list)
