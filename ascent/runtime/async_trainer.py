@@ -106,10 +106,13 @@ class AsyncTrainer(RLTrainer):
         out["async/tis_weight_mean"] = update.get("loss/tis_weight_mean", 1.0)
         out["async/policy_version"] = float(self.step_count - 1)
         out["async/weight_sync_s"] = self._publish_s + head.get("async/worker_sync_s", 0.0)
-        out["async/workers_replaced"] = float(self.totals["workers_replaced"] + self.pool.replaced)
-        out["async/requests_retried"] = float(self.totals["requests_retried"] + self.pool.retried)
-        out.update({f"async/{k}": float(v) for k, v in self.totals.items() if k in ("samples", "dropped_stale")})
+        out.update({f"async/{k}": float(v) for k, v in self.running_totals().items()})
         return out
+
+    def running_totals(self) -> dict[str, int]:
+        """samples, dropped_stale, workers_replaced, requests_retried: since the run began (checkpoint + this pool)."""
+        live = {"workers_replaced": self.pool.replaced, "requests_retried": self.pool.retried} if self.pool else {}
+        return {k: v + live.get(k, 0) for k, v in self.totals.items()}
 
     # -- requests and weights -------------------------------------------------------------------------
 
@@ -166,8 +169,7 @@ class AsyncTrainer(RLTrainer):
     def close(self) -> None:
         """Stop the workers (and Ray, when this trainer started it)."""
         if self.pool is not None:
-            self.totals["workers_replaced"] += self.pool.replaced
-            self.totals["requests_retried"] += self.pool.retried
+            self.totals = self.running_totals()
             self.pool.shutdown()
             self.pool = None
         if self._owns_ray:
@@ -184,10 +186,8 @@ class AsyncTrainer(RLTrainer):
 
     def state_dict(self) -> dict[str, Any]:
         """`RLTrainer.state_dict` plus the requests in flight (rows, ids, seeds) and the sample ledger."""
-        pool = self.pool
-        totals = {**self.totals, **({"workers_replaced": self.totals["workers_replaced"] + pool.replaced, "requests_retried": self.totals["requests_retried"] + pool.retried} if pool else {})}
         pending = [{"id": r.id, "indices": list(r.indices), "seed": r.seed} for r in self.pending]
-        return {**super().state_dict(), "async": {"pending": pending, "next_id": self.next_id, "row_counts": self.row_counts.clone(), "totals": totals}}
+        return {**super().state_dict(), "async": {"pending": pending, "next_id": self.next_id, "row_counts": self.row_counts.clone(), "totals": self.running_totals()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
