@@ -216,8 +216,24 @@ def validate(cfg: RunConfig) -> None:
     rewards = [cfg.reward] if isinstance(cfg.reward, str) else cfg.reward
     if cfg.reward_weights is not None and len(cfg.reward_weights) != len(rewards):
         raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
+    _check_agent(cfg)
     if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
         raise ConfigError("data.task=jsonl needs both data.train and data.eval")
+
+
+def _check_agent(cfg: RunConfig) -> None:
+    """Ranges of the agent loop (agent.*) and of the search_world task's knobs."""
+    a, w = cfg.agent, cfg.data.search_world
+    if a.max_turns < 1 or a.max_turn_tokens < 1 or a.max_total_tokens < 2:
+        raise ConfigError(f"agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}")
+    if "{answer}" not in a.igpo_template:
+        raise ConfigError(f"agent.igpo_template must contain {{answer}}, got {a.igpo_template!r}")
+    if not (0 <= w.oracle_p_guess <= 1 and 0 <= w.oracle_p_redundant <= 1):
+        raise ConfigError("data.search_world.oracle_p_guess and oracle_p_redundant must be in [0, 1]")
+    if min(w.people, w.companies, w.cities, w.countries, w.questions_per_world, w.top_k) < 1 or w.cities < w.countries:
+        raise ConfigError("data.search_world: people, companies, cities, countries, questions_per_world and top_k must be >= 1, and cities >= countries")
+    if cfg.data.task == "search_world" and cfg.model.source == "scratch" and a.max_total_tokens > cfg.model.max_position_embeddings:
+        raise ConfigError(f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former")
 
 
 def _check_algorithm_knobs(a) -> None:

@@ -72,6 +72,9 @@ class SearchWorldTaskConfig:
     """Questions asked about each world."""
     hops: list[int] = field(default_factory=lambda: [1])
     """Hop counts of the questions (1-3), used in turn."""
+    relations: list[str] = field(default_factory=list)
+    """Question types kept, by the last hop's relation or attribute (employer, headquarters, population,
+    capital, born_in, occupation, ...; empty: all). Fewer types make the warm start learn faster."""
     top_k: int = 2
     """Documents a search returns."""
     snippet_chars: int = 80

@@ -17,7 +17,7 @@ from typing import Any
 from ascent.agents.chat import with_chat_template
 from ascent.agents.task import AgentTask, Responder
 from ascent.config.schema import DataConfig, SearchWorldTaskConfig
-from ascent.envs.search_world import ALPHABET, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig
+from ascent.envs.search_world import ALPHABET, ATTRIBUTES, RELATIONS, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig
 from ascent.envs.tools import ToolCall, parse_tool_calls
 
 Row = dict[str, Any]
@@ -60,6 +60,9 @@ class SearchWorlds:
     def __init__(self, cfg: SearchWorldTaskConfig) -> None:
         if any(h not in (1, 2, 3) for h in cfg.hops) or not cfg.hops:
             raise ValueError(f"data.search_world.hops must be a non-empty list of 1, 2 or 3, got {cfg.hops}")
+        known = {r for _, r in RELATIONS} | {a for _, a in ATTRIBUTES}
+        if set(cfg.relations) - known:
+            raise ValueError(f"data.search_world.relations: unknown {sorted(set(cfg.relations) - known)}; choose among {sorted(known)}")
         self.cfg = cfg
         self.worlds: dict[int, SearchWorld] = {}
 
@@ -76,7 +79,7 @@ class SearchWorlds:
         for w, seed in enumerate(seeds):
             world = self.world(seed)
             kinds = [hops[(w * per + k) % len(hops)] for k in range(per)]  # the hop counts cycle through the rows
-            for q in (q for h in sorted(set(kinds)) for q in world.questions(kinds.count(h), hops=h)):
+            for q in (q for h in sorted(set(kinds)) for q in self.questions(world, kinds.count(h), h)):
                 if q.question in taken:
                     continue
                 taken.add(q.question)
@@ -85,6 +88,20 @@ class SearchWorlds:
                 if len(out) == num:
                     return out
         raise ValueError(f"search_world: only {len(out)} distinct questions for {num} rows; raise the world seeds' range")
+
+    def questions(self, world: SearchWorld, num: int, hops: int) -> list[Question]:
+        """Up to `num` questions of `hops` hops about `world` whose last hop is one of `relations` (all when empty)."""
+        keep = set(self.cfg.relations)
+        if not keep:
+            return world.questions(num, hops=hops)
+        pool = []
+        for ask in (4 * num, 2 * num, num):  # as many candidates as the world has, up to 4 per question wanted
+            try:
+                pool = world.questions(ask, hops=hops)
+                break
+            except ValueError:
+                continue
+        return [q for q in pool if q.path[-1] in keep][:num]
 
     def env_task(self, row: Row) -> WorldQuestion:
         q = Question(row["prompt"], row["answer"], row["hops"], tuple(row["evidence"]), tuple(row["path"]), row["subject"])

@@ -56,7 +56,7 @@ class Run:
     encoder: PromptEncoder
     rewards: RewardRunner
     settings: SamplingSettings
-    evaluator: Evaluator
+    evaluator: Evaluator | AgentEvaluator
     logger: MetricsLogger
     state: dict[str, Any]
 
