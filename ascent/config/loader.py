@@ -216,6 +216,9 @@ def validate(cfg: RunConfig) -> None:
     rewards = [cfg.reward] if isinstance(cfg.reward, str) else cfg.reward
     if cfg.reward_weights is not None and len(cfg.reward_weights) != len(rewards):
         raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
+    for key, o in (("train.optim", cfg.train.optim), ("warmstart.optim", cfg.warmstart.optim)):
+        if not 0 <= o.decay_frac <= 1:
+            raise ConfigError(f"{key}.decay_frac must be in [0, 1], got {o.decay_frac}")
     _check_agent(cfg)
     if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
         raise ConfigError("data.task=jsonl needs both data.train and data.eval")

@@ -257,8 +257,10 @@ class OptimConfig:
     """Peak learning rate."""
     min_lr_ratio: float = 0.0
     """Final lr as a fraction of the peak (cosine schedules)."""
-    schedule: Literal["constant", "cosine", "linear"] = "constant"
-    """Learning-rate schedule after warm-up."""
+    schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
+    """Learning-rate schedule after warm-up (wsd: constant, then a linear decay over the last decay_frac of the steps)."""
+    decay_frac: float = 0.2
+    """wsd: share of the steps after warm-up spent decaying to min_lr_ratio, in [0, 1]."""
     warmup_steps: int = 0
     """Linear warm-up optimizer steps."""
     weight_decay: float = 0.0

@@ -1,4 +1,4 @@
-"""AdamW and the learning-rate schedule (linear warm-up, then constant / cosine / linear decay)."""
+"""AdamW and the learning-rate schedule (linear warm-up, then constant / cosine / linear decay / wsd)."""
 
 from __future__ import annotations
 
@@ -23,12 +23,17 @@ def lr_factor(step: int, total: int, cfg: OptimConfig) -> float:
     >>> c = OptimConfig(lr=1.0, schedule="cosine", warmup_steps=10, min_lr_ratio=0.0)
     >>> lr_factor(5, 110, c), lr_factor(10, 110, c), round(lr_factor(60, 110, c), 3), lr_factor(110, 110, c)
     (0.5, 1.0, 0.5, 0.0)
+    >>> w = OptimConfig(lr=1.0, schedule="wsd", warmup_steps=10, decay_frac=0.2)
+    >>> [round(lr_factor(s, 110, w), 6) for s in (80, 90, 100, 110)]
+    [1.0, 1.0, 0.5, 0.0]
     """
     if cfg.warmup_steps and step < cfg.warmup_steps:
         return (step + 0) / cfg.warmup_steps
     if cfg.schedule == "constant":
         return 1.0
     progress = min(1.0, (step - cfg.warmup_steps) / max(1, total - cfg.warmup_steps))
+    if cfg.schedule == "wsd":  # warm-up, stable, then a linear decay over the last decay_frac of the steps
+        progress = max(0.0, (progress - (1.0 - cfg.decay_frac)) / cfg.decay_frac) if cfg.decay_frac > 0 else 0.0
     shape = 0.5 * (1.0 + math.cos(math.pi * progress)) if cfg.schedule == "cosine" else 1.0 - progress
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
 
