@@ -85,6 +85,11 @@ class SearchWorldTaskConfig:
     """Warm-start oracle: probability of answering at once without searching (a guess: usually wrong, never supported)."""
     oracle_p_redundant: float = 0.3
     """Warm-start oracle: probability of repeating a search once."""
+    oracle_guess_relations: list[str] = field(default_factory=list)
+    """Warm-start oracle: question types (last hop) it may guess on, with oracle_p_guess; it always searches
+    the others (empty: it may guess on every type). A systematic blind spot, like the default task's dropped carry."""
+    oracle_quote: bool = False
+    """Warm-start oracle (oracle_open=false): precede an answer found by searching with the evidence sentence."""
     oracle_open: bool = True
     """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
     the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""

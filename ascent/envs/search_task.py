@@ -42,16 +42,33 @@ class WorldsEnv(SearchWorldEnv):
 class SearchingOracle(OracleAgent):
     """`OracleAgent` that reads each hop's fact from the search result instead of opening the document
     (for worlds whose search hits show whole documents: `snippet_chars` >= the documents' length). Same
-    coin flips, same guesses and redundant searches; where the oracle would open, it moves on."""
+    coin flips, same guesses and redundant searches; where the oracle would open, it moves on. With
+    `quote`, an answer found by searching is preceded by the evidence sentence it comes from."""
+
+    def __init__(self, *args: Any, quote: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.quote = quote
 
     def __call__(self, context: str) -> str:
         reply = super().__call__(context)
         calls = [c for c in parse_tool_calls(reply) if isinstance(c, ToolCall)]
-        if not calls or calls[0].name != "open":
-            return reply
-        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question))
-        hop = q.evidence.index(calls[0].arguments["doc_id"])
-        return self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
+        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question), default=None)
+        if q is not None and calls and calls[0].name == "open":
+            hop = q.evidence.index(calls[0].arguments["doc_id"])
+            reply = self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
+        if self.quote and q is not None and reply.startswith("<answer>") and parse_tool_calls(context):
+            reply = evidence_sentence(self.world.docs[q.evidence[-1]].text, q.answer) + " " + reply
+        return reply
+
+
+def evidence_sentence(text: str, answer: str) -> str:
+    """The sentence of `text` that states `answer` (the last one that contains it).
+
+    >>> evidence_sentence("Kalo is a pilot born in 1950 in Ulm. Kalo works for Vey Labs.", "Vey Labs")
+    'Kalo works for Vey Labs.'
+    """
+    sentences = [x.strip() for x in text.replace(". ", ".\n").splitlines() if x.strip()]
+    return next((x for x in reversed(sentences) if answer in x), sentences[-1] if sentences else "")
 
 
 class SearchWorlds:
@@ -118,8 +135,12 @@ class SearchWorlds:
         oracles: dict[str, OracleAgent] = {}
         for r in rows:
             task = self.env_task(r)
-            agent = OracleAgent if self.cfg.oracle_open else SearchingOracle
-            oracle = agent(task.world, [task.question], self.cfg.oracle_p_guess, self.cfg.oracle_p_redundant)
+            c = self.cfg
+            p_guess = c.oracle_p_guess if not c.oracle_guess_relations or task.question.path[-1] in c.oracle_guess_relations else 0.0
+            if c.oracle_open:
+                oracle = OracleAgent(task.world, [task.question], p_guess, c.oracle_p_redundant)
+            else:
+                oracle = SearchingOracle(task.world, [task.question], p_guess, c.oracle_p_redundant, quote=c.oracle_quote)
             oracle.rng = shared
             oracles[r["prompt"]] = oracle
 
