@@ -265,6 +265,11 @@ def _check_runtime(cfg: RunConfig) -> None:
     r = cfg.ray
     if r.rollout_workers < 1 or r.max_staleness < 0 or r.num_cpus_per_worker <= 0:
         raise ConfigError(f"ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}")
+    if r.reward_workers < 0 or r.partial_rollout_tokens < 0:
+        raise ConfigError(f"ray.reward_workers and ray.partial_rollout_tokens must be >= 0 (0: off); got {r.reward_workers}, {r.partial_rollout_tokens}")
+    if cfg.runtime == "ray" and r.partial_rollout_tokens > 0 and r.max_staleness < 2:
+        raise ConfigError(f"ray.partial_rollout_tokens={r.partial_rollout_tokens} continues a batch under later policy versions, and a batch finishes "
+                          f"with the version before the learner's (no wait): that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0")
     if cfg.runtime == "ray" and r.max_staleness > 0 and cfg.algorithm.tis_cap is None:
         raise ConfigError(f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: set algorithm.tis_cap "
                           "(e.g. 2.0; truncated importance weights against the sampling-time log-probs) or ray.max_staleness=0")

@@ -432,6 +432,14 @@ class RayConfig:
     """K: a consumed batch was sampled at most K learner steps ago (0: synchronous, same result as local)."""
     num_cpus_per_worker: float = 1.0
     """CPUs Ray reserves per rollout worker (fractions allowed); also its torch threads (at least 1)."""
+    reward_workers: int = 0
+    """Reward worker actors (0: each rollout worker scores its own batches). When > 0 rollout workers only
+    sample and this many actors score the batches concurrently (same per-call timeouts); a killed one is
+    replaced and its batch re-scored. Rewards with state (e.g. trace) still score in the learner's process."""
+    partial_rollout_tokens: int = 0
+    """Interruptible rollouts (0: off): a request samples at most this many new tokens per sequence with
+    one policy version; unfinished sequences continue from their exact ids under the next version, each
+    token keeping its own sampling-time log-prob. Needs max_staleness >= 2 and a single-turn task."""
 
 
 @dataclass(frozen=True)
