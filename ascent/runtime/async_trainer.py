@@ -13,10 +13,25 @@ reference, and a worker loads it only when its version differs. Stale batches: t
 log-probs are the proximal ("old") policy and the log-probs recorded at sampling time the behaviour policy;
 ratio-based losses weight each token by min(pi_old / pi_sampler, algorithm.tis_cap) (`tis_weight`).
 
-Faults and resume: see `WorkerPool` (a dead worker's batch is re-run unchanged). A checkpoint holds the
-data cursor, the RNG states, the policy version (the step) and the requests in flight (rows and seeds);
-after a resume those batches are sampled again, with the resumed weights (they were never consumed, so
-every row is still trained on exactly once; their samples differ from the uninterrupted run's).
+Reward workers (ray.reward_workers > 0): rollout workers only sample; each rollout call is chained to a
+scoring call on a reward actor (`WorkerPool`), so batches are scored while the learner trains. Rewards with
+state (e.g. trace) are scored here, in the learner's process, whatever the setting: their state is one
+sequence of updates in the order the learner consumes batches (exactly the local loop's order), and it is
+checkpointed with the trainer; spread over actors it would fork, or depend on which actor a batch met.
+
+Partial rollouts (ray.partial_rollout_tokens = L > 0, K >= 2; `ascent.runtime.partial`): the batch consumed
+at step s is sampled in segments, one per version from s - K to s - 1: segment j runs under version s - K + j
+and samples at most L new tokens per open sequence; the last one (version s - 1) runs to the end. So every
+batch is finished under the version before the learner's, while the learner trains step s - 1: partial
+rollouts never make the learner wait longer than the K-bounded schedule does, and which version samples
+which token is fixed by the schedule, so a run stays reproducible.
+
+Faults and resume: see `WorkerPool` (a dead worker's batch is re-run unchanged; a dead reward worker's
+batch is scored again). A checkpoint holds the data cursor, the RNG states, the policy version (the step)
+and the requests in flight (rows and seeds); after a resume those batches are sampled again from their
+first token, with the resumed weights (they were never consumed, so every row is still trained on exactly
+once; their samples differ from the uninterrupted run's). Partial sequences carried over are not
+checkpointed: they are dropped with their batch and re-sampled.
 """
 
 from __future__ import annotations
@@ -33,8 +48,9 @@ import torch
 from ascent.config.schema import RunConfig
 from ascent.rewards.runner import RewardResult
 from ascent.rollout.types import RolloutBatch
+from ascent.runtime.partial import supports_partial, version_stats
 from ascent.runtime.pool import WorkerPool
-from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutResult, RolloutWorker, trainable_state
+from ascent.runtime.worker import RewardSpec, RewardWorker, RolloutRequest, RolloutResult, RolloutWorker, trainable_state
 from ascent.trainer.rl import RLParts, RLTrainer
 
 log = logging.getLogger(__name__)
@@ -49,8 +65,10 @@ class AsyncTrainer(RLTrainer):
         self.pending: deque[RolloutRequest] = deque()  # the steps' batches requested, not yet consumed, in order
         self.next_id = 0
         self.row_counts = torch.zeros(len(parts.rows), dtype=torch.long)  # (rows,) times each row was trained on
-        self.totals = {"samples": 0, "dropped_stale": 0, "requests_retried": 0, "workers_replaced": 0}
+        self.totals = dict(TOTALS)
         self.score_here = bool(parts.rewards.state_dict())  # rewards with state (e.g. trace) score in one place: here
+        self.partial_tokens = cfg.ray.partial_rollout_tokens if self.K >= 2 else 0
+        self.segments: dict[int, tuple[int, int, bool]] = {}  # partial: request id -> (segments issued, last version, last one final)
         self.pool: Optional[WorkerPool] = None
         self.weights: tuple[int, Any] = (-1, None)  # (version, ObjectRef of its trainable tensors)
         self._publish_s = 0.0  # seconds of the last ray.put of the weights
@@ -64,6 +82,7 @@ class AsyncTrainer(RLTrainer):
         """`RLTrainer.step`, then request the batches the new version may sample; adds async/ metrics."""
         self._head_taken, self._step_log = False, []
         metrics = super().step()
+        self._head_taken = False
         self.fill()  # workers start on the next batches while the caller evaluates, logs and checkpoints
         return {**metrics, **self.async_metrics(metrics)}
 
@@ -95,7 +114,8 @@ class AsyncTrainer(RLTrainer):
             self.generator.set_state(result.rng_state)
         self.row_counts[torch.tensor(req.indices, dtype=torch.long)] += 1
         self.totals["samples"] += len(batch)
-        self._step_log.append({"async/staleness": float(self.step_count - batch.policy_version), "async/request": float(req.id), **result.times})
+        versions = version_stats(result.token_versions, self.step_count) if result.token_versions is not None else {}
+        self._step_log.append({"async/staleness": float(self.step_count - batch.policy_version), "async/request": float(req.id), **result.times, **versions})
         return batch, scores
 
     def async_metrics(self, update: dict[str, float]) -> dict[str, float]:
@@ -111,25 +131,47 @@ class AsyncTrainer(RLTrainer):
 
     def running_totals(self) -> dict[str, int]:
         """samples, dropped_stale, workers_replaced, requests_retried: since the run began (checkpoint + this pool)."""
-        live = {"workers_replaced": self.pool.replaced, "requests_retried": self.pool.retried} if self.pool else {}
+        p = self.pool
+        live = {"workers_replaced": p.replaced, "requests_retried": p.retried, "reward_workers_replaced": p.scorers_replaced, "rewards_rescored": p.rescored} if p else {}
         return {k: v + live.get(k, 0) for k, v in self.totals.items()}
 
     # -- requests and weights -------------------------------------------------------------------------
 
     def fill(self) -> None:
-        """Request batches up to K + 1 ahead of the learner (never past train.steps)."""
+        """Request batches up to K + 1 ahead of the learner (never past train.steps); partial rollouts:
+        continue the batches in flight under the current version."""
         if self.pool is None:
             self.start()
-        while len(self.pending) < self.K + 1 and self.step_count + len(self.pending) < self.cfg.train.steps:
-            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step)))
+        head = int(self._head_taken)  # the step's own batch, taken but still counted in flight
+        if self.partial_tokens:
+            for k, req in enumerate(self.pending):
+                self.advance(req, k + head)
+        while len(self.pending) + head < self.K + 1 and self.step_count + len(self.pending) + head < self.cfg.train.steps:
+            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step), ahead=len(self.pending) + head))
 
-    def issue(self, indices: list[int], request_id: Optional[int] = None) -> RolloutRequest:
-        """A request for `indices` at the current version, sent to the pool."""
+    def issue(self, indices: list[int], request_id: Optional[int] = None, ahead: Optional[int] = None) -> RolloutRequest:
+        """A request for `indices` at the current version, sent to the pool. `ahead`: it is consumed that
+        many steps after the current one (partial rollouts: its first segment; None: in one piece)."""
         if request_id is None:
             request_id, self.next_id = self.next_id, self.next_id + 1
         req = RolloutRequest(request_id, list(indices), self.step_count, self.current_weights(), request_seed(self.cfg.seed, request_id), self.generator.get_state() if self.K == 0 else None)
-        self.pool.submit(req)
+        if self.partial_tokens and ahead is not None:
+            self.segments.pop(request_id, None)
+            self.advance(req, ahead)
+        else:
+            self.pool.submit(req)
         return req
+
+    def advance(self, req: RolloutRequest, ahead: int) -> None:
+        """Partial rollouts: the request's next segment, under the current version (at most one per version);
+        capped at ray.partial_rollout_tokens unless the batch is consumed within a step (then run to the end)."""
+        issued, last, final = self.segments.get(req.id, (0, -1, False))
+        if final or last == self.step_count:
+            return
+        final = ahead <= 1
+        cap = None if final else self.partial_tokens
+        self.pool.submit(replace(req, version=self.step_count, weights=self.current_weights(), seed=segment_seed(req.seed, issued), rng_state=None, partial=True, segment=issued, max_tokens=cap))
+        self.segments[req.id] = (issued + 1, self.step_count, final)
 
     def reissue(self, req: RolloutRequest) -> RolloutResult:
         """The same rows and seed again, sampled with the current version."""
@@ -152,18 +194,31 @@ class AsyncTrainer(RLTrainer):
         if not ray.is_initialized():
             ray.init(address=r.address, include_dashboard=False)
             self._owns_ray = True
-        need, have = r.rollout_workers * r.num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+        need, have = (r.rollout_workers + r.reward_workers) * r.num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
         if need > have:
-            raise ValueError(f"ray.rollout_workers={r.rollout_workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)")
+            workers = f"(ray.rollout_workers={r.rollout_workers} + ray.reward_workers={r.reward_workers})" if r.reward_workers else f"ray.rollout_workers={r.rollout_workers}"
+            raise ValueError(f"{workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)")
         if r.rollout_workers > self.K + 1:
             log.warning("ray.rollout_workers=%d but at most max_staleness + 1 = %d batches are in flight: %d workers stay idle", r.rollout_workers, self.K + 1, r.rollout_workers - self.K - 1)
-        self.pool = WorkerPool(actor_factory(self.collector, None if self.score_here else RewardSpec.of(self.parts.rewards), r.num_cpus_per_worker), r.rollout_workers)
-        self.pending = deque(self.resubmit(req) for req in self.pending)  # in flight at the checkpoint: sampled again
+        if self.partial_tokens and not supports_partial(self.collector):
+            raise ValueError(f"ray.partial_rollout_tokens={self.partial_tokens}: partial rollouts continue single-turn sequences, this task's collector is {type(self.collector).__name__}; set ray.partial_rollout_tokens=0")
+        scorers = r.reward_workers if not self.score_here else 0
+        if r.reward_workers and self.score_here:
+            log.warning("ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, in the order batches are consumed", r.reward_workers, ", ".join(self.parts.rewards.state_dict()))
+        spec = RewardSpec.of(self.parts.rewards)
+        rollout_rewards = None if self.score_here or scorers else spec
+        self.pool = WorkerPool(actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker), r.rollout_workers, scorer_factory(spec, r.num_cpus_per_worker), scorers)
+        self.pending = deque(self.resubmit(req, k) for k, req in enumerate(self.pending))  # in flight at the checkpoint: sampled again
 
-    def resubmit(self, req: RolloutRequest) -> RolloutRequest:
-        """A request restored from a checkpoint, sent again with the resumed version's weights."""
+    def resubmit(self, req: RolloutRequest, ahead: int) -> RolloutRequest:
+        """A request restored from a checkpoint, sent again with the resumed version's weights (partial
+        rollouts: from its first segment; sequences carried over were not checkpointed)."""
         req = replace(req, version=self.step_count, weights=self.current_weights(), rng_state=self.generator.get_state() if self.K == 0 else None)
-        self.pool.submit(req)
+        if self.partial_tokens:
+            self.segments.pop(req.id, None)
+            self.advance(req, ahead)
+        else:
+            self.pool.submit(req)
         return req
 
     def close(self) -> None:
@@ -195,7 +250,11 @@ class AsyncTrainer(RLTrainer):
         if a is None:  # written by runtime=local: nothing in flight, no ledger of the rows trained on so far
             return
         self.pending = deque(RolloutRequest(p["id"], p["indices"], self.step_count, None, p["seed"]) for p in a["pending"])
-        self.next_id, self.row_counts, self.totals = a["next_id"], a["row_counts"].clone(), dict(a["totals"])
+        self.next_id, self.row_counts, self.totals = a["next_id"], a["row_counts"].clone(), {**TOTALS, **a["totals"]}
+
+
+TOTALS = {"samples": 0, "dropped_stale": 0, "requests_retried": 0, "workers_replaced": 0, "reward_workers_replaced": 0, "rewards_rescored": 0}
+"""Running totals (async/ metrics, checkpointed): samples trained on, and fault counters."""
 
 
 def request_seed(seed: int, request_id: int) -> int:
@@ -207,8 +266,24 @@ def request_seed(seed: int, request_id: int) -> int:
     return (seed * 1_000_003 + request_id) % (2**63)
 
 
+def segment_seed(seed: int, segment: int) -> int:
+    """The seed of a partial rollout's segment `segment` of a request seeded `seed` (segment 0: the
+    request's own seed, so a first segment draws what a one-piece rollout draws).
+
+    >>> segment_seed(5, 0), segment_seed(5, 1) != segment_seed(5, 2)
+    (5, True)
+    """
+    return (seed + segment * 0x9E3779B97F4A7C15) % (2**63)
+
+
 def actor_factory(collector: Any, rewards: Optional[RewardSpec], num_cpus: float) -> Callable[[int], Any]:
     """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once."""
     remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RolloutWorker)
     blob = ray.put(collector)
     return lambda i: remote.remote(blob, rewards, max(1, int(num_cpus)))
+
+
+def scorer_factory(rewards: RewardSpec, num_cpus: float) -> Callable[[int], Any]:
+    """make_scorer(index) -> a RewardWorker actor (its own RewardRunner, built from `rewards`)."""
+    remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RewardWorker)
+    return lambda i: remote.remote(rewards)

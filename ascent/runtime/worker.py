@@ -1,10 +1,13 @@
-"""A rollout worker: a copy of the policy inside a `Collector`, plus the reward runner that scores its batches.
+"""Workers: a rollout worker (a copy of the policy inside a `Collector`, plus, unless reward workers
+score, the reward runner that scores its batches) and a reward worker (a `RewardRunner` only).
 
-`RolloutWorker` is a plain class (tests call it in-process); `WorkerPool` turns it into a Ray actor. One call,
-`run(request)`, loads the request's policy version when the worker does not hold it yet (the weights travel
-once per version through Ray's object store), samples the request's rows with the request's own generator
-and scores the batch with the existing `RewardRunner` (per-call timeouts), so a slow reward delays only this
-worker, never the learner.
+`RolloutWorker` and `RewardWorker` are plain classes (tests call them in-process); `WorkerPool` turns them
+into Ray actors. `RolloutWorker.run(request)` loads the request's policy version when the worker does not
+hold it yet (the weights travel once per version through Ray's object store), samples the request's rows
+with the request's own generator (or, for a partial-rollout segment, continues the carried sequences) and
+scores the finished batch with the existing `RewardRunner` (per-call timeouts). `RewardWorker.score(result)`
+does the scoring part on another actor (`ray.reward_workers`). Either way a slow reward delays a worker,
+never the learner.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import torch
 from ascent.rewards.runner import RewardResult, RewardRunner, parse_spec_args
 from ascent.rollout.collector import Collector
 from ascent.rollout.types import RolloutBatch
+from ascent.runtime.partial import Carry, sample_segment, start, to_batch
 
 
 @dataclass
@@ -41,6 +45,15 @@ class RolloutRequest:
     local loop consumes it (so K=0 reproduces the local run)."""
     attempts: int = 0
     """Times the request was sent to a worker that died before answering."""
+    partial: bool = False
+    """A partial-rollout segment (`ray.partial_rollout_tokens`): sample at most `max_tokens` new tokens per
+    open sequence of `carry` (segment 0: of a fresh batch), then answer with the carry or the finished batch."""
+    segment: int = 0
+    """Which segment of request `id` this call samples (0, 1, ...): they run one after another."""
+    max_tokens: Optional[int] = None
+    """Cap of this segment (None: sample to the end, the batch's last segment)."""
+    carry: Optional[Carry] = None
+    """The previous segment's sequences; attached by the pool when it sends the segment to a worker."""
 
 
 @dataclass
@@ -48,7 +61,8 @@ class RolloutResult:
     """A sampled batch, its scores (None: the trainer scores it, for rewards with state) and timings."""
 
     request_id: int
-    batch: RolloutBatch
+    batch: Optional[RolloutBatch]
+    """The finished batch; None while a partial rollout still has open sequences (see `carry`)."""
     scores: Optional[RewardResult]
     reward_errors: list[str]
     """Failure messages of this batch's reward calls (the trainer's check for "every reward failed")."""
@@ -56,6 +70,23 @@ class RolloutResult:
     """The generator state after sampling, when the request chained one."""
     times: dict[str, float] = field(default_factory=dict)
     """async/worker_sync_s (loading new weights), async/worker_rollout_s, async/worker_reward_s."""
+    carry: Optional[Carry] = None
+    """Partial rollouts: the sequences so far (continued by the next segment while `batch` is None)."""
+    token_versions: Optional[torch.Tensor] = None
+    """Partial rollouts: (N, T) long, the policy version that sampled each token of `batch` (-1 elsewhere)."""
+
+    @property
+    def complete(self) -> bool:
+        return self.batch is not None
+
+
+@dataclass
+class Scored:
+    """A reward worker's answer for one batch."""
+
+    scores: RewardResult
+    reward_errors: list[str]
+    reward_s: float
 
 
 @dataclass(frozen=True)
@@ -73,6 +104,13 @@ class RewardSpec:
 
     def build(self) -> RewardRunner:
         return RewardRunner(self.specs, self.weights, self.timeout_s)
+
+
+def score_batch(runner: RewardRunner, batch: RolloutBatch) -> tuple[RewardResult, list[str]]:
+    """The runner's scores of `batch` and the failure messages of these calls only."""
+    before = len(runner.failure_log)
+    scores = runner.score(batch.prompts, batch.completions, batch.reward_fields())
+    return scores, runner.failure_log[before:]
 
 
 def absolute_file_spec(spec: str) -> str:
@@ -136,17 +174,39 @@ class RolloutWorker:
         sync_s = self.load(req)
         gen = request_generator(req)
         t0 = time.perf_counter()
-        batch = self.collector.collect(req.indices, gen)
-        batch.policy_version = req.version
+        carry, versions = None, None
+        if req.partial:
+            carry = sample_segment(self.collector, req.carry or start(self.collector, req.indices), gen, req.version, req.max_tokens)
+            carry.rollout_s += time.perf_counter() - t0
+            batch, versions = to_batch(self.collector, carry) if not carry.open(self.collector.settings.max_new_tokens) else (None, None)
+        else:
+            batch = self.collector.collect(req.indices, gen)
+            batch.policy_version = req.version
         t1 = time.perf_counter()
         scores, errors = None, []
-        if self.rewards is not None:
-            before = len(self.rewards.failure_log)
-            scores = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
-            errors = self.rewards.failure_log[before:]
-        times = {"async/worker_sync_s": sync_s, "async/worker_rollout_s": t1 - t0, "async/worker_reward_s": time.perf_counter() - t1}
-        return RolloutResult(req.id, batch, scores, errors, gen.get_state() if req.rng_state is not None else None, times)
+        if self.rewards is not None and batch is not None:
+            scores, errors = score_batch(self.rewards, batch)
+        times = {"async/worker_sync_s": sync_s, "async/worker_rollout_s": carry.rollout_s if carry else t1 - t0, "async/worker_reward_s": time.perf_counter() - t1}
+        return RolloutResult(req.id, batch, scores, errors, gen.get_state() if req.rng_state is not None else None, times, None if batch is not None else carry, versions)
 
     def ping(self) -> int:
         """The loaded policy version (health check)."""
         return self.version
+
+
+class RewardWorker:
+    """Scores finished batches with its own `RewardRunner` (`ray.reward_workers`): the same per-call
+    timeouts, failures recorded the same way (NaN / raise / hang -> the samples are invalid, skipped)."""
+
+    def __init__(self, rewards: RewardSpec) -> None:
+        torch.set_num_threads(1)
+        self.runner = rewards.build()
+
+    def score(self, result: RolloutResult) -> Optional[Scored]:
+        """Scores of `result`'s batch; None when there is nothing to score (an unfinished partial rollout,
+        or a batch its rollout worker scored already)."""
+        if result.batch is None or result.scores is not None:
+            return None
+        t0 = time.perf_counter()
+        scores, errors = score_batch(self.runner, result.batch)
+        return Scored(scores, errors, time.perf_counter() - t0)
