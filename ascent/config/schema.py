@@ -122,6 +122,36 @@ class DataConfig:
     with different seeds must share a held-out set (e.g. `ascent compare`)."""
     search_world: SearchWorldTaskConfig = field(default_factory=SearchWorldTaskConfig)
     """The search_world agent task (data.task=search_world)."""
+    textworld: "TextWorldTaskConfig" = field(default_factory=lambda: TextWorldTaskConfig())
+    """The textworld agent task (data.task=textworld; needs `pip install 'ascent[agents]'`)."""
+
+
+@dataclass(frozen=True)
+class TextWorldTaskConfig:
+    """The `textworld` agent task: generated text adventures (data.num_train training games, data.num_eval
+    held-out games from seeds never trained on) and the scripted player of the warm start."""
+
+    size: Literal["tiny", "small", "medium", "large"] = "small"
+    """Game size (`ascent.envs.textworld_env.SIZES`): small = 2 rooms, 4 objects, a 2-step quest."""
+    prompt: Optional[str] = None
+    """First user message: a template with {objective}, {description} (the first room) and {verbs}
+    (None: the environment's own instructions, goal and room)."""
+    reward: Literal["score", "win"] = "score"
+    """Step reward: score increase / max score, or 1 on the winning step."""
+    show_commands: bool = False
+    """List the admissible commands after each observation (an easier game)."""
+    oracle_p_useless: float = 0.2
+    """Warm-start player: probability of a useless command (examine something, look, inventory) before a
+    walkthrough step, at most oracle_max_useless per episode."""
+    oracle_max_useless: int = 1
+    """Warm-start player: most useless commands per episode."""
+    oracle_p_stop: float = 0.6
+    """Warm-start player: probability of giving up (`stop`) instead of the quest's last command."""
+    oracle_stop_verbs: list[str] = field(default_factory=list)
+    """Warm-start player: it may give up only when the last command starts with one of these verbs
+    (empty: on every game). A systematic blind spot, like the default task's dropped carry."""
+    cache_dir: Optional[str] = None
+    """Where generated games are cached (None: $ASCENT_CACHE/textworld)."""
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,14 @@ def search_world(cfg: DataConfig, seed: int) -> TaskData:
     return search_world_task(cfg, seed)
 
 
+@TASKS.register("textworld")
+def textworld(cfg: DataConfig, seed: int) -> TaskData:
+    """Agent task: small generated text adventures (data.textworld; needs `pip install 'ascent[agents]'`), reward game_won."""
+    from ascent.envs.textworld_task import textworld_task
+
+    return textworld_task(cfg, seed)
+
+
 def read_jsonl(path: str | Path) -> list[Row]:
     """Rows of a JSONL file; each must be an object with a string `prompt`."""
     path = Path(path)

@@ -1,0 +1,31 @@
+"""Rewards for game environments (e.g. `data.task=textworld`), read from the episode's last step info
+(`agent_info`): `game_won` is 1 when the game was won, `game_score` the final score over the maximum
+score. None (the sample leaves the loss) for a row that is not an agent episode.
+
+>>> game_won(["p"] * 3, ["", "", ""], agent_info=[{"won": True}, {"won": False}, None])
+[1.0, 0.0, None]
+>>> game_score(["p"] * 2, ["", ""], agent_info=[{"score": 1, "max_score": 2}, {"score": 0}])
+[0.5, 0.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from ascent.rewards.builtin import REWARDS
+
+Values = list[Optional[float]]
+
+
+@REWARDS.register("game_won")
+def game_won(prompts: list[str], completions: list[str], agent_info=None, **_: Any) -> Values:
+    """1.0 when the episode's last step info says `won`, else 0.0."""
+    infos = list(agent_info) if agent_info is not None else [None] * len(completions)
+    return [None if i is None else float(bool(i.get("won", False))) for i in infos]
+
+
+@REWARDS.register("game_score")
+def game_score(prompts: list[str], completions: list[str], agent_info=None, **_: Any) -> Values:
+    """The last step info's `score / max_score` (max_score 1 when absent), in [0, 1] for scores in range."""
+    infos = list(agent_info) if agent_info is not None else [None] * len(completions)
+    return [None if i is None else float(i.get("score", 0)) / max(float(i.get("max_score", 1) or 1), 1e-9) for i in infos]

@@ -1,0 +1,176 @@
+"""The `textworld` agent task (`ascent.envs.textworld_task`, `ascent train textworld`): the scripted
+player's imperfections, rows from disjoint seed ranges, the `stop` command and the compact prompt, the
+rewards, a clear error without textworld, and the whole recipe end to end on a few games.
+
+Games are generated into a temporary cache once per test session (about 1 s each)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+
+import pytest
+
+from ascent.config import load_config
+from ascent.config.schema import DataConfig, TextWorldTaskConfig
+from ascent.data.tasks import DataError, load_task
+from ascent.envs.textworld_task import STOP, ScriptedPlayer, TaskEnv, TextWorldGames, ascii_text, check_config
+from ascent.rewards import REWARDS
+
+HAVE_TW = importlib.util.find_spec("textworld") is not None
+needs_tw = pytest.mark.skipif(not HAVE_TW, reason="textworld is not installed (pip install 'ascent[agents]')")
+ROW = {"prompt": "Go east. Then drop the key.", "walkthrough": ["go east", "drop key"], "objects": ["key", "box"]}
+PROMPT = "Goal: {objective}\n\n{description}"
+
+
+def context(*actions: str) -> str:
+    """A rendered conversation after `actions` (the char template's shape)."""
+    turns = "".join(f"<action>{a}</action><eos>\n[tool]\nok<eos>\n[assistant]\n" for a in actions)
+    return f"<bos>[user]\nGoal: {ROW['prompt']}\n\nA room.<eos>\n[assistant]\n{turns}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the scripted player (no textworld needed)
+# ---------------------------------------------------------------------------------------------------------
+def test_player_follows_the_walkthrough():
+    p = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=0.0)
+    assert p(context()) == "<action>go east</action>"
+    assert p(context("go east")) == "<action>drop key</action>"
+    assert p(context("go east", "examine box")) == "<action>drop key</action>", "useless commands do not count as progress"
+    assert p("a context about another game") == "<action>look</action>"
+
+
+def test_player_gives_up_before_the_last_command_on_its_blind_spot():
+    always = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=1.0)
+    assert always(context()) == "<action>go east</action>", "it only gives up instead of the last command"
+    assert always(context("go east")) == f"<action>{STOP}</action>"
+    other_verbs = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=1.0, stop_verbs=("close", "put"))
+    assert other_verbs(context("go east")) == "<action>drop key</action>"
+    rng = random.Random(3)
+    half = ScriptedPlayer([ROW], rng, p_useless=0.0, max_useless=0, p_stop=0.6, stop_verbs=("drop",))
+    stops = sum(half(context("go east")) == f"<action>{STOP}</action>" for _ in range(2000)) / 2000
+    assert 0.55 < stops < 0.65
+
+
+def test_player_useless_commands_are_capped_and_never_walkthrough_steps():
+    p = ScriptedPlayer([ROW], random.Random(1), p_useless=1.0, max_useless=1, p_stop=0.0)
+    first = p(context())
+    assert first in ("<action>inventory</action>", "<action>examine key</action>", "<action>examine box</action>")
+    assert p(context(first[8:-9])) == "<action>go east</action>", "at most one useless command per episode"
+
+
+def test_ascii_text_and_config_checks():
+    assert ascii_text("naïve\tgame") == "na?ve game"
+    check_config(TextWorldTaskConfig(prompt=PROMPT))
+    for bad, match in ((TextWorldTaskConfig(oracle_p_stop=1.5), "oracle_p_stop"), (TextWorldTaskConfig(prompt="{description}"), "must contain"),
+                       (TextWorldTaskConfig(prompt="{objective} {nope}"), "fields are")):
+        with pytest.raises(ValueError, match=match):
+            check_config(bad)
+
+
+def test_game_rewards():
+    won, score = REWARDS.get("game_won"), REWARDS.get("game_score")
+    infos = [{"won": True, "score": 2, "max_score": 2}, {"won": False, "score": 1, "max_score": 2}, {"stopped": True}]
+    assert won(["p"] * 3, [""] * 3, agent_info=infos) == [1.0, 0.0, 0.0]
+    assert score(["p"] * 3, [""] * 3, agent_info=infos) == [1.0, 0.5, 0.0]
+
+
+def test_missing_textworld_is_one_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "textworld", None)  # import textworld raises ImportError
+    with pytest.raises(DataError, match=r"pip install 'ascent\[agents\]'") as err:
+        load_task(DataConfig(task="textworld"), 0)
+    assert "\n" not in str(err.value)
+
+
+def test_recipe_loads():
+    cfg = load_config("textworld")
+    assert cfg.data.task == "textworld" and cfg.reward == "game_won" and cfg.control.enabled
+    assert cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
+    assert cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
+    check_config(cfg.data.textworld)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# games (textworld)
+# ---------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """Shared with tests/agents/test_token_check_recipes.py (same games: generated once per session)."""
+    path = tmp_path_factory.getbasetemp() / "textworld-recipe-games"
+    path.mkdir(exist_ok=True)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def task(cache):
+    if not HAVE_TW:
+        pytest.skip("textworld is not installed")
+    cfg = DataConfig(task="textworld", num_train=3, num_eval=2, textworld=TextWorldTaskConfig(prompt=PROMPT, cache_dir=cache))
+    return load_task(cfg, 0)
+
+
+@needs_tw
+def test_rows_come_from_disjoint_seeds_and_goals(task):
+    train, held = task.train, task.eval
+    assert len(train) == 3 and len(held) == 2 and task.reward == "game_won"
+    assert max(r["game_seed"] for r in train) < 500_000 <= min(r["game_seed"] for r in held)
+    assert not {r["prompt"] for r in train} & {r["prompt"] for r in held}
+    for r in train + held:
+        assert len(r["walkthrough"]) == 2 and r["nb_rooms"] == 2 and r["objects"] and json.loads(json.dumps(r)) == r
+
+
+@needs_tw
+def test_env_prompt_stop_and_check_env(task, cache):
+    from ascent.envs import check_env
+
+    row = task.train[0]
+    env = task.agent.make_env()
+    assert isinstance(env, TaskEnv)
+    obs = env.reset(task.agent.env_task(row))
+    assert obs.text.startswith(f"Goal: {row['prompt']}\n\n-= ") and "Reply with exactly one command" not in obs.text
+    res = env.step(f"<action>{STOP}</action>")
+    assert res.done and res.reward == 0.0 and res.info["stopped"] and not res.info["won"]
+    obs2 = env.reset(task.agent.env_task(row))
+    assert obs2.text == obs.text
+    results = [env.step(f"<action>{c}</action>") for c in row["walkthrough"]]
+    assert results[-1].done and results[-1].info["won"] and sum(r.reward for r in results) == pytest.approx(1.0)
+    check_env(task.agent.make_env(), task.agent.env_task(row))
+    full = TaskEnv(cache_dir=cache).reset(task.agent.env_task(row))
+    assert "Reply with exactly one command" in full.text, "prompt=None keeps the environment's instructions"
+
+
+@needs_tw
+def test_demonstrations_win_unless_the_player_gives_up(task):
+    from ascent.agents import AgentConfig, check_trajectories, pack_trajectories
+    from ascent.agents.task import AgentTask, demonstrations
+
+    loop = AgentConfig(max_turns=4, max_turn_tokens=80, max_total_tokens=3000, temperature=0.0)
+    games: TextWorldGames = task.agent.make_env.__self__
+    rows = task.train + task.eval
+    for p_stop, won in ((0.0, 1.0), (1.0, 0.0)):
+        games.cfg = TextWorldTaskConfig(prompt=PROMPT, cache_dir=games.cfg.cache_dir, oracle_p_useless=0.5, oracle_p_stop=p_stop)
+        trajs = demonstrations(AgentTask(games.make_env, games.env_task, games.demonstrator), rows, random.Random(0), task.tokenizer, loop)
+        assert [t.finish_reason for t in trajs] == ["done"] * len(rows)
+        assert [float(t.info["won"]) for t in trajs] == [won] * len(rows) and [t.reward for t in trajs] == [won] * len(rows)
+        assert all(len(t.turns) <= 3 for t in trajs) and check_trajectories(trajs, task.tokenizer)["match_frac"] == 1.0
+        if p_stop == 1.0:
+            assert all(t.turns[-1].info["command"] == STOP for t in trajs)
+        fields = pack_trajectories(trajs, task.tokenizer).fields
+        assert REWARDS.get("game_won")([""] * len(rows), [""] * len(rows), agent_info=[f["agent_info"] for f in fields]) == [won] * len(rows)
+
+
+@needs_tw
+def test_recipe_runs_end_to_end(tmp_path, cache):
+    from ascent.trainer.pipeline import train
+
+    tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
+            "data.num_train=3", "data.num_eval=2", f"data.textworld.cache_dir={cache}", "agent.max_turns=2", "agent.max_turn_tokens=8",
+            "warmstart.steps=2", "warmstart.batch_size=2", "warmstart.eval_every=0", "train.steps=1", "train.prompts_per_step=2",
+            "rollout.samples_per_prompt=2", "train.eval_every=0", "logging.progress=false", f"output_dir={tmp_path}"]
+    summary = train(load_config("textworld", tiny))
+    for key in ("accuracy_before_rl", "accuracy_after_rl", "accuracy_sft_continued", "turns_before_rl", "turns_after_rl", "turns_sft_continued",
+                "token_check_pass_rate", "token_check_pass_rate_after_rl", "wall_seconds"):
+        assert key in summary, key
+    assert summary["token_check_pass_rate"] == 1.0 and 1 <= summary["turns_after_rl"] <= 2
