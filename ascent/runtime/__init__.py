@@ -3,7 +3,9 @@
 Both runtimes are an `RLTrainer`: the same `step` (rollouts -> rewards -> advantages -> update) built from
 the same registered pieces. The Ray runtime (`AsyncTrainer`) overrides ONE hook, `sample_and_score`: its
 scored batches come from rollout workers (`RolloutWorker` actors in a `WorkerPool`) that sample and score
-up to `ray.max_staleness` policy versions ahead of the learner, which stays in the driver.
+up to `ray.max_staleness` policy versions ahead of the learner, which stays in the driver. Optionally
+`RewardWorker` actors score the batches (`ray.reward_workers`) and rollouts are interruptible, continued
+under successive policy versions (`ray.partial_rollout_tokens`, `ascent.runtime.partial`).
 
     local   ascent.trainer.rl.RLTrainer                 rollouts, rewards and the update one after another
     ray     ascent.runtime.async_trainer.AsyncTrainer   learner here; RolloutWorker actors sample and score

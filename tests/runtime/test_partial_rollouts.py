@@ -17,7 +17,7 @@ from ascent.runtime.worker import trainable_state
 from tests.runtime.test_async_runtime import ASYNC, N, P, expected_counts, flat, seven, trainer_for  # noqa: F401  (fixture)
 
 LONG = ["rollout.max_new_tokens=6"]
-PARTIAL = ASYNC + ["ray.max_staleness=2", "ray.rollout_workers=2", "ray.partial_rollout_tokens=2", "rollout.max_new_tokens=4"]
+PARTIAL = ASYNC + ["ray.max_staleness=2", "ray.partial_rollout_tokens=2", "rollout.max_new_tokens=4"]
 
 
 @pytest.fixture(scope="module")
@@ -62,10 +62,11 @@ def test_segments_continue_the_exact_ids_and_keep_each_tokens_logprob(seven):
     assert not torch.allclose(lp[versions == 0], batch.sampled_logprobs[versions == 0], atol=1e-4)  # the versions differ
 
 
-def run_partial(seven, steps, kill_after=None, resume_from=None):
-    """K=2, 2 workers, 2 tokens per segment of 4: returns (trainer state, model state, policy, metrics).
-    `resume_from`: (trainer state, model state) to continue from; `kill_after`: kill worker 0 then."""
-    trainer, policy = trainer_for(seven, PARTIAL + [f"train.steps={steps}"])
+def run_partial(seven, steps, kill_after=None, resume_from=None, workers=2):
+    """K=2, 2 tokens per segment of 4: returns (trainer state, (trainer state, model state) at step 2,
+    policy, metrics). `resume_from`: (trainer state, model state) to continue from; `kill_after`: kill
+    worker 0 after that step."""
+    trainer, policy = trainer_for(seven, PARTIAL + [f"train.steps={steps}", f"ray.rollout_workers={workers}"])
     if resume_from is not None:
         policy.model.load_state_dict(resume_from[1])
         trainer.load_state_dict(resume_from[0])
@@ -101,7 +102,7 @@ def test_partial_schedule_is_reproducible_exactly_counted_and_resumable(seven, r
     assert torch.equal(killed["async"]["row_counts"], clean["async"]["row_counts"]) and killed["async"]["totals"]["samples"] == steps * P * N
 
     assert [p["id"] for p in half[0]["async"]["pending"]] == [2, 3, 4]  # in flight at step 2, partly sampled: re-sampled
-    resumed, _, resumed_policy, r = run_partial(seven, steps, resume_from=half)
+    resumed, _, resumed_policy, r = run_partial(seven, steps, resume_from=half, workers=1)  # the worker count changes nothing either
     assert [x["async/request"] for x in r] == [2, 3, 4] and [x["async/staleness_mean"] for x in r] == [0, 1, 2]
     assert r[-1]["async/samples"] == steps * P * N and torch.equal(resumed["async"]["row_counts"], expected_counts(100, 0, steps))
     assert not torch.equal(flat(resumed_policy), flat(policy))  # the re-sampled batches were drawn with newer weights
