@@ -13,6 +13,7 @@ timings only: every run's trajectory is fixed by its seed (the async schedule do
 
     python benchmarks/async_speedup.py                 # sync, K=1, K=2; prints one JSON object
     python benchmarks/async_speedup.py --ks 1 --steps 10
+    python benchmarks/async_speedup.py --ks 2 --reward-workers 0,3   # each K with rollout workers scoring, then 3 reward workers
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def one_run(args, task: list[str], runtime: list[str]) -> dict:
     heldout = evaluator(policy, 8, 1.0, cfg.seed)  # greedy accuracy; pass@1 over 8 samples per prompt at temperature 1
     mean = lambda key: sum(m.get(key, 0.0) for m in metrics[1:]) / max(1, len(metrics) - 1)  # noqa: E731
     return {"runtime": cfg.runtime, "max_staleness": cfg.ray.max_staleness if cfg.runtime == "ray" else None, "rollout_workers": cfg.ray.rollout_workers if cfg.runtime == "ray" else None,
+            "reward_workers": cfg.ray.reward_workers if cfg.runtime == "ray" else None,
             "samples_per_s": round(steady, 2), "startup_s": round(ends[0] - t0, 2), "wall_s": round(ends[-1] - t0, 2), "final_heldout_accuracy": heldout["accuracy"], "final_heldout_pass@1": round(heldout["pass@1"], 4),
             "reward_last5": round(sum(m["reward/mean"] for m in metrics[-5:]) / 5, 3), "learner_wait_s_mean": round(mean("time/rollout"), 3), "update_s_mean": round(mean("time/update"), 3),
             "worker_reward_s_mean": round(mean("async/worker_reward_s"), 3), "staleness_mean": round(mean("async/staleness_mean"), 3), "tis_weight_mean": round(mean("async/tis_weight_mean"), 4) if cfg.runtime == "ray" else None}
@@ -92,6 +94,8 @@ def main() -> None:
     p.add_argument("--max-sleep", type=float, default=0.2, help="the reward sleeps U(0, this) seconds per sample")
     p.add_argument("--ks", default="1,2", help="max_staleness values of the async runs (K + 1 workers each)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reward-workers", default="0", help="ray.reward_workers values of each async run (0: rollout workers score)")
+    p.add_argument("--rollout-workers", type=int, default=0, help="rollout workers of the async runs (0: K + 1)")
     args = p.parse_args()
     os.environ["ASYNC_BENCH_MAX_SLEEP"] = str(args.max_sleep)  # read by the reward, in the workers too (Ray copies the driver's environment)
     load = [os.getloadavg()[0]]
@@ -99,12 +103,15 @@ def main() -> None:
         task = write_task(Path(tmp))
         runs = [one_run(args, task, [])]
         for k in [int(k) for k in args.ks.split(",") if k]:
-            runs.append(one_run(args, task, ["runtime=ray", f"ray.max_staleness={k}", f"ray.rollout_workers={k + 1}", "ray.num_cpus_per_worker=0.5"]))
-            load.append(os.getloadavg()[0])
+            for m in [int(m) for m in args.reward_workers.split(",") if m]:
+                workers = args.rollout_workers or k + 1
+                cpus = min(0.5, (os.cpu_count() or 1) / (workers + m))  # logical reservations that fit the local Ray instance
+                runs.append(one_run(args, task, ["runtime=ray", f"ray.max_staleness={k}", f"ray.rollout_workers={workers}", f"ray.reward_workers={m}", f"ray.num_cpus_per_worker={cpus}"]))
+                load.append(os.getloadavg()[0])
     sync = runs[0]
     out = {"sync_samples_per_s": sync["samples_per_s"], "sync_final_heldout_accuracy": sync["final_heldout_accuracy"], "sync_final_heldout_pass@1": sync["final_heldout_pass@1"]}
     for r in runs[1:]:
-        k = f"k{r['max_staleness']}"
+        k = f"k{r['max_staleness']}" + (f"_rw{r['reward_workers']}" if r["reward_workers"] else "")
         out[f"async_samples_per_s_{k}"] = r["samples_per_s"]
         out[f"speedup_async_vs_sync_{k}"] = round(r["samples_per_s"] / sync["samples_per_s"], 3)
         out[f"async_final_heldout_accuracy_{k}"] = r["final_heldout_accuracy"]
