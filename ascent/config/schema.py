@@ -90,6 +90,10 @@ class SearchWorldTaskConfig:
     the others (empty: it may guess on every type). A systematic blind spot, like the default task's dropped carry."""
     oracle_quote: bool = False
     """Warm-start oracle (oracle_open=false): precede an answer found by searching with the evidence sentence."""
+    tokenizer_pieces: bool = True
+    """The task's character tokenizer also gets whole tokens for name syllables, the documents' words and
+    the tool-call markup (`search_world.tokenizer_pieces`): ~4x shorter episodes, names copied in 2-4
+    tokens; false: one token per character."""
     oracle_open: bool = True
     """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
     the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""
@@ -134,12 +138,15 @@ class TextWorldTaskConfig:
     size: Literal["tiny", "small", "medium", "large"] = "small"
     """Game size (`ascent.envs.textworld_env.SIZES`): small = 2 rooms, 4 objects, a 2-step quest."""
     prompt: Optional[str] = None
-    """First user message: a template with {objective}, {description} (the first room) and {verbs}
-    (None: the environment's own instructions, goal and room)."""
+    """First user message: a template with {objective} (the goal), {instructions} (the goal's sentences
+    that name a thing or a direction), {description} (the first room) and {verbs} (None: the
+    environment's own instructions, goal and room)."""
     reward: Literal["score", "win"] = "score"
     """Step reward: score increase / max score, or 1 on the winning step."""
     show_commands: bool = False
     """List the admissible commands after each observation (an easier game)."""
+    observation_chars: int = 0
+    """Cut observations after the first message to this many characters (0: whole; shorter contexts)."""
     oracle_p_useless: float = 0.2
     """Warm-start player: probability of a useless command (examine something, look, inventory) before a
     walkthrough step, at most oracle_max_useless per episode."""

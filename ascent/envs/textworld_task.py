@@ -7,8 +7,10 @@ text, so a policy cannot memorise walkthroughs: it has to read the goal. Rows ar
 (`TaskEnv`) generates (once, cached) and plays the row's game. Reward `game_won` (1 when the quest is
 done); an episode's return with `data.textworld.reward=score` is its final score fraction.
 
-`TaskEnv` adds two things to `TextWorldEnv`: a `stop` command that ends the episode unfinished (the
-scripted player gives up with it), and an optional compact first message (`data.textworld.prompt`).
+`TaskEnv` adds to `TextWorldEnv` a `stop` command that ends the episode unfinished (the scripted player
+gives up with it), an optional compact first message (`data.textworld.prompt`; `{instructions}` is the
+goal without TextWorld's welcome and sign-off sentences, and then is also the row's `prompt`), cut
+observations (`observation_chars`) and memoised play (games are deterministic).
 The warm start imitates `ScriptedPlayer`: it follows the walkthrough, but before a step it sometimes issues
 a useless command (`oracle_p_useless`), and instead of the quest's last command it gives up with
 `stop` with probability `oracle_p_stop` (on games whose last command starts with one of
@@ -32,13 +34,15 @@ from pathlib import Path
 from typing import Any, Optional, Union
 
 from ascent.envs.base import Observation, StepResult
-from ascent.envs.textworld_env import ACTION_CLOSE, ACTION_OPEN, ALIASES, INSTALL_HINT, GameSpec, TextWorldEnv, game_specs, make_game, parse_command
+from ascent.envs.textworld_env import (_LOCK, ACTION_CLOSE, ACTION_OPEN, ALIASES, INSTALL_HINT, NO_COMMAND, GameSpec, TextWorldEnv, clean_feedback, game_specs,
+                                       make_game, parse_command)
 
 Row = dict[str, Any]
 STOP = "stop"
 """The command that ends an episode unfinished (reward 0)."""
 ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n"
 """Characters of the scratch model's tokenizer (game text is ASCII; `ascii_text` replaces anything else)."""
+_DIRECTION = re.compile(r"\b(north|south|east|west)\b", re.IGNORECASE)
 _ISSUED = re.compile(re.escape(ACTION_OPEN) + r"(.*?)" + re.escape(ACTION_CLOSE), re.DOTALL)
 
 
@@ -52,30 +56,124 @@ def ascii_text(text: str) -> str:
     return "".join(ch if ch in allowed else (" " if ch == "\t" else "?") for ch in text)
 
 
+def instructions(objective: str, names: list[str]) -> str:
+    """The sentences of a goal that name one of the game's things or a direction (the quest's steps
+    without TextWorld's welcome and sign-off); the whole goal when none does.
+
+    >>> instructions("Welcome to TextWorld! First, go east. Then, take the red key. That's it!", ["red key"])
+    'First, go east. Then, take the red key.'
+    """
+    keep = [x for x in re.split(r"(?<=[.!?])\s+", objective.strip())
+            if _DIRECTION.search(x) or any(n.lower() in x.lower() for n in names)]
+    return " ".join(keep) or objective.strip()
+
+
+def thing_names(game: Any) -> list[str]:
+    """Names of a textworld Game's things and doors (not rooms, the player or the inventory)."""
+    return sorted({e.name for e in game.infos.values() if e.name and e.type not in ("r", "P", "I")})
+
+
+class _Snapshot(dict):
+    """The parts of a game state a step needs, with attribute access (like textworld's GameState)."""
+
+    __getattr__ = dict.get
+
+
+MEMO_LIMIT = 200_000
+"""Most memoised steps (the memo is cleared when full)."""
+_RESETS: dict[tuple[str, bool], tuple] = {}
+_STEPS: dict[tuple[str, tuple[str, ...]], _Snapshot] = {}
+
+
 class TaskEnv(TextWorldEnv):
-    """A `TextWorldEnv` with a `stop` command (ends the episode, reward 0, info `stopped`) and an optional
-    first-message template with {objective}, {description} and {verbs}; text is kept ASCII."""
+    """A `TextWorldEnv` with a `stop` command (ends the episode, reward 0, info `stopped`), an optional
+    first-message template with {objective}, {instructions} (its sentences that name a thing or a
+    direction: `instructions`), {description} and {verbs}, ASCII text, observations cut to
+    `observation_chars` characters (0: whole; short contexts for small models), and memoised play:
+    games are deterministic, so first observations and steps are cached by (game, command history) for
+    the process, and the interpreter is started (and the history replayed) only for a history not seen
+    before. Demonstrations and rollouts repeat the same few histories many times."""
 
     def __init__(self, cache_dir: Optional[Union[str, Path]] = None, max_steps: Optional[int] = None, reward: str = "score",
-                 show_commands: bool = False, prompt: Optional[str] = None) -> None:
+                 show_commands: bool = False, prompt: Optional[str] = None, observation_chars: int = 0) -> None:
         super().__init__(cache_dir=cache_dir, max_steps=max_steps, reward=reward, show_commands=show_commands)  # type: ignore[arg-type]
-        self.prompt = prompt
+        self.prompt, self.observation_chars = prompt, observation_chars
+        self._current: Optional[Path] = None
+        self._history: list[str] = []
+        self._synced = False
+        """The interpreter is at `_current` after `_history`."""
 
     def reset(self, task: Union[GameSpec, str, Path]) -> Observation:
-        obs = super().reset(task)
+        path = make_game(task, self.cache_dir) if isinstance(task, GameSpec) else Path(task)
+        key = (str(path), self.show_commands)
+        hit = _RESETS.get(key)
+        if hit is None:
+            import textworld
+
+            obs = super().reset(path)
+            steps = instructions(ascii_text(obs.info["objective"]), thing_names(textworld.Game.load(str(path.with_suffix(".json")))))
+            obs = Observation(obs.text, obs.system, {**obs.info, "instructions": steps})
+            hit = _RESETS[key] = (obs, self.verbs, list(self.walkthrough), self.max_score, self.score, self.moves)
+            self._synced = True
+        else:
+            self._synced = False
+        obs, self.verbs, walkthrough, self.max_score, self.score, self.moves = hit
+        self.walkthrough, self.steps, self.done, self._current, self._history = list(walkthrough), 0, False, path, []
         text = obs.text
         if self.prompt is not None:
             goal = obs.info["objective"].strip()
             description = text.split(f"Goal: {goal}\n\n", 1)[-1]
-            text = self.prompt.format(objective=goal, description=description, verbs=", ".join(sorted(self.verbs - set(ALIASES))))
-        return Observation(text=ascii_text(text), system=obs.system, info=obs.info)
+            text = self.prompt.format(objective=goal, instructions=obs.info["instructions"], description=description,
+                                      verbs=", ".join(sorted(self.verbs - set(ALIASES))))
+        return Observation(text=ascii_text(text), system=obs.system, info={**obs.info, "walkthrough": list(walkthrough)})
 
     def step(self, action: str) -> StepResult:
-        if self._game is not None and not self.done and parse_command(action) == STOP:
-            self.steps, self.done = self.steps + 1, True
+        if self._current is None:
+            raise RuntimeError(f"{type(self).__name__}.step called before reset")
+        if self.done:
+            raise RuntimeError(f"{type(self).__name__}.step called after the episode ended; call reset")
+        cmd = parse_command(action)
+        self.steps += 1
+        if cmd == STOP:
+            self.done = True
             return StepResult("You give up.", 0.0, True, {**self._info(STOP, None, known_verb=False), "stopped": True})
-        res = super().step(action)
-        return StepResult(ascii_text(res.observation), res.reward, res.done, res.info)
+        if cmd is None or cmd.split()[0] not in self.verbs:
+            why = NO_COMMAND if cmd is None else f"Error: unknown command {cmd!r}. Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+            self.done = self.max_steps is not None and self.steps >= self.max_steps
+            return StepResult(self._cut(why), 0.0, self.done, self._info(cmd, None, known_verb=False))
+        key = (str(self._current), (*self._history, cmd))
+        state = _STEPS.get(key)
+        if state is None:
+            self._sync()
+            with _LOCK:
+                raw, score, _ = self._game.step(cmd)
+            state = _Snapshot(feedback=raw.feedback, score=int(score or 0), moves=int(raw.moves or 0), won=bool(raw.won), lost=bool(raw.lost),
+                              admissible_commands=raw.get("admissible_commands"))
+            if len(_STEPS) >= MEMO_LIMIT:
+                _STEPS.clear()
+            _STEPS[key] = state
+        else:
+            self._synced = False
+        self._history.append(cmd)
+        gained = state.score - self.score
+        self.score, self.moves = state.score, state.moves
+        self.done = state.won or state.lost or (self.max_steps is not None and self.steps >= self.max_steps)
+        reward = gained / self.max_score if self.reward == "score" else float(state.won)
+        text = self._cut(ascii_text(self._with_commands(clean_feedback(state.feedback), state)))
+        return StepResult(text, float(reward), self.done, self._info(cmd, state, known_verb=True))
+
+    def _cut(self, text: str) -> str:
+        return text[: self.observation_chars].rstrip() if self.observation_chars > 0 else text
+
+    def _sync(self) -> None:
+        """Bring the interpreter to `_current` after `_history` (restart and replay when it is elsewhere)."""
+        if self._synced:
+            return
+        self._load(self._current)
+        with _LOCK:
+            for cmd in self._history:
+                self._game.step(cmd)
+        self._synced = True
 
 
 class ScriptedPlayer:
@@ -130,12 +228,13 @@ class TextWorldGames:
                 break
             path = make_game(spec, self.cfg.cache_dir)
             game = textworld.Game.load(str(path.with_suffix(".json")))
-            goal = ascii_text(game.objective or "").strip()
+            objective = ascii_text(game.objective or "").strip()
+            objects = thing_names(game)
+            goal = instructions(objective, objects) if self.cfg.prompt is not None and "{instructions}" in self.cfg.prompt else objective
             if not game.walkthrough or not goal or goal in taken:
                 continue
             taken.add(goal)
-            objects = sorted({e.name for e in game.infos.values() if e.name and e.type not in ("r", "d", "P", "I")})
-            out.append({"prompt": goal, "game_seed": spec.seed, "walkthrough": list(game.walkthrough), "objects": objects,
+            out.append({"prompt": goal, "objective": objective, "game_seed": spec.seed, "walkthrough": list(game.walkthrough), "objects": objects,
                         "nb_rooms": spec.nb_rooms, "nb_objects": spec.nb_objects, "quest_length": spec.quest_length})
         if len(out) < num:
             raise ValueError(f"textworld: only {len(out)} usable games for {num} rows")
@@ -146,7 +245,7 @@ class TextWorldGames:
 
     def make_env(self) -> TaskEnv:
         c = self.cfg
-        return TaskEnv(cache_dir=c.cache_dir, reward=c.reward, show_commands=c.show_commands, prompt=c.prompt)
+        return TaskEnv(cache_dir=c.cache_dir, reward=c.reward, show_commands=c.show_commands, prompt=c.prompt, observation_chars=c.observation_chars)
 
     def demonstrator(self, rows: list[Row], rng: random.Random) -> ScriptedPlayer:
         c = self.cfg
@@ -155,15 +254,15 @@ class TextWorldGames:
 
 def check_config(cfg: Any) -> None:
     """Ranges of data.textworld (raises ValueError)."""
-    if not (0 <= cfg.oracle_p_useless <= 1 and 0 <= cfg.oracle_p_stop <= 1) or cfg.oracle_max_useless < 0:
-        raise ValueError("data.textworld: oracle_p_useless and oracle_p_stop must be in [0, 1], oracle_max_useless >= 0")
+    if not (0 <= cfg.oracle_p_useless <= 1 and 0 <= cfg.oracle_p_stop <= 1) or cfg.oracle_max_useless < 0 or cfg.observation_chars < 0:
+        raise ValueError("data.textworld: oracle_p_useless and oracle_p_stop must be in [0, 1], oracle_max_useless and observation_chars >= 0")
     if cfg.prompt is not None:
         try:
-            cfg.prompt.format(objective="", description="", verbs="")
+            cfg.prompt.format(objective="", instructions="", description="", verbs="")
         except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"data.textworld.prompt: fields are {{objective}}, {{description}}, {{verbs}} ({e!r})") from None
-        if "{objective}" not in cfg.prompt:
-            raise ValueError("data.textworld.prompt must contain {objective} (the scripted player finds the game by its goal)")
+            raise ValueError(f"data.textworld.prompt: fields are {{objective}}, {{instructions}}, {{description}}, {{verbs}} ({e!r})") from None
+        if "{objective}" not in cfg.prompt and "{instructions}" not in cfg.prompt:
+            raise ValueError("data.textworld.prompt must contain {objective} or {instructions} (the scripted player finds the game by its goal)")
 
 
 def textworld_task(cfg: Any, seed: int):

@@ -174,3 +174,50 @@ def test_recipe_runs_end_to_end(tmp_path, cache):
                 "token_check_pass_rate", "token_check_pass_rate_after_rl", "wall_seconds"):
         assert key in summary, key
     assert summary["token_check_pass_rate"] == 1.0 and 1 <= summary["turns_after_rl"] <= 2
+
+
+@needs_tw
+def test_memoised_play_equals_fresh_play(task):
+    from ascent.envs import textworld_task as tt
+
+    row = task.train[1]
+    spec = task.agent.env_task(row)
+    script = [f"examine {row['objects'][0]}", "look", row["walkthrough"][0], "inventory", row["walkthrough"][1]]
+
+    def play(env):
+        out = [env.reset(spec).text]
+        for cmd in script:
+            res = env.step(f"<action>{cmd}</action>")
+            out.append((res.observation, res.reward, res.done, res.info))
+            if res.done:
+                break
+        return out
+
+    tt._RESETS.clear()
+    tt._STEPS.clear()
+    fresh = play(task.agent.make_env())
+    assert fresh[-1][2] and fresh[-1][3]["won"]
+    env = task.agent.make_env()
+    assert play(env) == fresh and env._game is None, "all from the memo: no interpreter started"
+    del tt._STEPS[(str(env._current), tuple(script[:3]))]  # one unseen step: the interpreter restarts and replays the history
+    assert play(env) == fresh and env._game is not None
+    assert play(TaskEnv(cache_dir=env.cache_dir, prompt=PROMPT)) == fresh
+
+
+@needs_tw
+def test_instructions_prompt_drops_the_welcome_and_keeps_the_steps(task, cache):
+    from ascent.envs.textworld_task import instructions
+
+    cfg = TextWorldTaskConfig(prompt="Goal: {instructions}", cache_dir=cache, observation_chars=40)
+    games = TextWorldGames(cfg)
+    rows = games.rows(3, range(0, 100), set())
+    assert [r["game_seed"] for r in rows] == [r["game_seed"] for r in task.train]
+    for row in rows:
+        assert row["prompt"] != row["objective"] and row["prompt"] in row["objective"] and "TextWorld" not in row["prompt"]
+        assert row["prompt"] == instructions(row["objective"], row["objects"])
+        env = games.make_env()
+        assert env.reset(games.env_task(row)).text == f"Goal: {row['prompt']}"
+        res = env.step(f"<action>{row['walkthrough'][0]}</action>")
+        assert len(res.observation) <= 40
+    player = ScriptedPlayer(rows, random.Random(0), p_useless=0.0, p_stop=0.0)
+    assert player(f"[user]\nGoal: {rows[1]['prompt']}<eos>\n[assistant]\n") == f"<action>{rows[1]['walkthrough'][0]}</action>"
