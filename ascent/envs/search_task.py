@@ -17,7 +17,7 @@ from typing import Any
 from ascent.agents.chat import with_chat_template
 from ascent.agents.task import AgentTask, Responder
 from ascent.config.schema import DataConfig, SearchWorldTaskConfig
-from ascent.envs.search_world import ALPHABET, ATTRIBUTES, RELATIONS, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig
+from ascent.envs.search_world import ALPHABET, ATTRIBUTES, RELATIONS, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig, tokenizer_pieces
 from ascent.envs.tools import ToolCall, parse_tool_calls
 
 Row = dict[str, Any]
@@ -163,5 +163,6 @@ def search_world_task(cfg: DataConfig, seed: int):
     held_out = worlds.rows(cfg.num_eval, range(base + 5_000_000, base + 10_000_000), taken)
     train = worlds.rows(num_train, range(base, base + 5_000_000), taken)
     agent = AgentTask(make_env=worlds.make_env, env_task=worlds.env_task, demonstrator=worlds.demonstrator)
-    tokenizer = with_chat_template(char_tokenizer(ALPHABET))
+    pieces = tokenizer_pieces(cfg.search_world.prompt) if cfg.search_world.tokenizer_pieces else ()
+    tokenizer = with_chat_template(char_tokenizer(ALPHABET, pieces))
     return TaskData(train=train, eval=held_out, reward="answer_em", teacher=None, tokenizer=tokenizer, agent=agent)

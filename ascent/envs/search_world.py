@@ -254,6 +254,28 @@ ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n"
 """Every character search_world writes (documents, prompt, tool results): a character tokenizer for it
 needs these (plus those of its chat template)."""
 
+def tokenizer_pieces(prompt: str = "") -> list[str]:
+    """Multi-character tokens for a `char_tokenizer` over search_world text (`char_tokenizer(ALPHABET,
+    tokenizer_pieces())`): the name syllables (lower-case and capitalised; names then split into
+    syllables the same way wherever they stand), the suffixes, the words of documents, questions and
+    `prompt` (lower-case ones also after a space), the tool-call and tool-response markup and the char chat
+    template's role headers. An episode is ~3x shorter than in characters; numbers stay in digits.
+    """
+    e = {"person": Entity("p", "person", "P", {"born_in": "c", "employer": "m"}, {"occupation": "o", "birth_year": "1"}),
+         "company": Entity("m", "company", "M", {"founder": "p", "headquarters": "c"}, {"industry": "i", "founded": "1"}),
+         "city": Entity("c", "city", "C", {"country": "n"}, {"population": "1"}),
+         "country": Entity("n", "country", "N", {"capital": "c"})}
+    ents = {x.doc_id: x for x in e.values()}
+    text = " ".join([render_doc(x, ents).text for x in e.values()] + [t for _, t in RELATIONS.values()] + list(ATTRIBUTES.values())
+                    + ["What is", "No documents match the query.", prompt.replace("{question}", " ").replace("{tools}", " ")])
+    words = set(re.findall(r"[A-Za-z]+", text)) | set(OCCUPATIONS) | set(INDUSTRIES) | set(COMPANY_SUFFIXES)
+    after_space = {" " + w for w in words if w.islower()}  # never " Word": it would run into a name that starts like it ("No" + "rmurfi")
+    syllables = set(SYLLABLES) | {s.capitalize() for s in SYLLABLES} | set(COUNTRY_SUFFIXES)
+    markup = [CALL_OPEN + '{"name": "search", "arguments": {"query": "', CALL_OPEN + '{"name": "open", "arguments": {"doc_id": "', '"}}' + CALL_CLOSE,
+              "<tool_response>\n", "\n</tool_response>", "<answer>", "</answer>", "[doc-", "[user]\n", "[assistant]\n", "[tool]\n", ". ", ": "]
+    return sorted(syllables | words | after_space | {" " + w for w in COMPANY_SUFFIXES}) + markup
+
+
 PROMPT = ("Answer the question by searching the documents.\n{tools}\n"
           "When you know the answer, write <answer>your answer</answer>.\nQuestion: {question}")
 
