@@ -405,6 +405,8 @@ class AgentRunConfig:
     step reward). igpo costs one extra forward per turn and fills fields['agent_answer_probs']."""
     igpo_template: str = "<answer>{answer}</answer>"
     """IGPO: the text after the history whose {answer} tokens are scored."""
+    stop_strings: list[str] = field(default_factory=lambda: ["</tool_call>", "</answer>"])
+    """A model turn ends right after the first of these (besides the end-of-turn token); textworld: ["</action>"]."""
 
 
 @dataclass(frozen=True)

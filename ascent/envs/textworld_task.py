@@ -68,6 +68,25 @@ def instructions(objective: str, names: list[str]) -> str:
     return " ".join(keep) or objective.strip()
 
 
+def plan(walkthrough: list[str]) -> str:
+    """The walkthrough as one sentence of commands (the `{commands}` prompt field: an easy mode).
+
+    >>> plan(["go east", "take key"])
+    'go east, then take key.'
+    """
+    return ", then ".join(walkthrough) + "."
+
+
+def goal_text(prompt: Optional[str], objective: str, names: list[str], walkthrough: list[str]) -> str:
+    """What the first message shows as the goal (the row's `prompt`): the quest's commands, its
+    instructions or the whole objective, by the fields the prompt template uses."""
+    if prompt is not None and "{commands}" in prompt:
+        return plan(walkthrough)
+    if prompt is not None and "{instructions}" in prompt:
+        return instructions(objective, names)
+    return objective
+
+
 def thing_names(game: Any) -> list[str]:
     """Names of a textworld Game's things and doors (not rooms, the player or the inventory)."""
     return sorted({e.name for e in game.infos.values() if e.name and e.type not in ("r", "P", "I")})
@@ -88,7 +107,7 @@ _STEPS: dict[tuple[str, tuple[str, ...]], _Snapshot] = {}
 class TaskEnv(TextWorldEnv):
     """A `TextWorldEnv` with a `stop` command (ends the episode, reward 0, info `stopped`), an optional
     first-message template with {objective}, {instructions} (its sentences that name a thing or a
-    direction: `instructions`), {description} and {verbs}, ASCII text, observations cut to
+    direction: `instructions`), {commands} (the walkthrough: `plan`), {description} and {verbs}, ASCII text, observations cut to
     `observation_chars` characters (0: whole; short contexts for small models), and memoised play:
     games are deterministic, so first observations and steps are cached by (game, command history) for
     the process, and the interpreter is started (and the history replayed) only for a history not seen
@@ -123,7 +142,7 @@ class TaskEnv(TextWorldEnv):
         if self.prompt is not None:
             goal = obs.info["objective"].strip()
             description = text.split(f"Goal: {goal}\n\n", 1)[-1]
-            text = self.prompt.format(objective=goal, instructions=obs.info["instructions"], description=description,
+            text = self.prompt.format(objective=goal, instructions=obs.info["instructions"], commands=plan(walkthrough), description=description,
                                       verbs=", ".join(sorted(self.verbs - set(ALIASES))))
         return Observation(text=ascii_text(text), system=obs.system, info={**obs.info, "walkthrough": list(walkthrough)})
 
@@ -230,7 +249,7 @@ class TextWorldGames:
             game = textworld.Game.load(str(path.with_suffix(".json")))
             objective = ascii_text(game.objective or "").strip()
             objects = thing_names(game)
-            goal = instructions(objective, objects) if self.cfg.prompt is not None and "{instructions}" in self.cfg.prompt else objective
+            goal = goal_text(self.cfg.prompt, objective, objects, list(game.walkthrough or []))
             if not game.walkthrough or not goal or goal in taken:
                 continue
             taken.add(goal)
@@ -258,11 +277,11 @@ def check_config(cfg: Any) -> None:
         raise ValueError("data.textworld: oracle_p_useless and oracle_p_stop must be in [0, 1], oracle_max_useless and observation_chars >= 0")
     if cfg.prompt is not None:
         try:
-            cfg.prompt.format(objective="", instructions="", description="", verbs="")
+            cfg.prompt.format(objective="", instructions="", commands="", description="", verbs="")
         except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"data.textworld.prompt: fields are {{objective}}, {{instructions}}, {{description}}, {{verbs}} ({e!r})") from None
-        if "{objective}" not in cfg.prompt and "{instructions}" not in cfg.prompt:
-            raise ValueError("data.textworld.prompt must contain {objective} or {instructions} (the scripted player finds the game by its goal)")
+            raise ValueError(f"data.textworld.prompt: fields are {{objective}}, {{instructions}}, {{commands}}, {{description}}, {{verbs}} ({e!r})") from None
+        if not any(f in cfg.prompt for f in ("{objective}", "{instructions}", "{commands}")):
+            raise ValueError("data.textworld.prompt must contain {objective}, {instructions} or {commands} (the scripted player finds the game by its goal)")
 
 
 def textworld_task(cfg: Any, seed: int):

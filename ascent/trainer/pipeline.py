@@ -99,7 +99,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
 def agent_loop(cfg: RunConfig) -> AgentConfig:
     """The agent loop's limits (agent.*) and sampling (rollout.temperature, top_p, top_k)."""
     a, r = cfg.agent, cfg.rollout
-    return AgentConfig(max_turns=a.max_turns, max_turn_tokens=a.max_turn_tokens, max_total_tokens=a.max_total_tokens, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
+    return AgentConfig(max_turns=a.max_turns, max_turn_tokens=a.max_turn_tokens, max_total_tokens=a.max_total_tokens, stop_strings=tuple(a.stop_strings), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
 
 
 def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, settings: SamplingSettings) -> Evaluator | AgentEvaluator:

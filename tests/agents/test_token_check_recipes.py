@@ -1,7 +1,8 @@
 """The token checker on every trajectory of both agent recipes' tasks: `search_world` with the
 `search-agent` recipe's task config and `textworld` with the `textworld` recipe's (small games), each
 with (a) SmolLM2's tokenizer and chat template: the scripted demonstrator and a real SmolLM2 policy
-playing a few short greedy episodes, and (b) the default model's character tokenizer and chat template:
+playing a few short greedy episodes (where a divergence may only be SmolLM2's own non-canonical
+tokenisation of its text, reported as "same text"), and (b) the default model's character tokenizer and chat template:
 the demonstrator and a real tiny Qwen2 sampling at temperature 1. Every trajectory must pass; a
 deliberately re-tokenised one must fail at the first re-tokenised model turn."""
 
@@ -30,8 +31,7 @@ TASKS = ["search_world", "textworld"]
 
 def loop_for(recipe_cfg, **kw) -> AgentConfig:
     a = recipe_cfg.agent
-    stops = STOP_STRINGS if recipe_cfg.data.task == "textworld" else AgentConfig.stop_strings
-    return AgentConfig(**{"max_turns": a.max_turns, "max_turn_tokens": a.max_turn_tokens, "max_total_tokens": 4000, "stop_strings": stops, **kw})
+    return AgentConfig(**{"max_turns": a.max_turns, "max_turn_tokens": a.max_turn_tokens, "max_total_tokens": 4000, "stop_strings": tuple(a.stop_strings), **kw})
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,11 @@ def recipes(tmp_path_factory):
         cfg = load_config(recipe, ["data.num_train=3", "data.num_eval=2"] + ([f"data.textworld.cache_dir={cache}"] if name == "textworld" else []))
         out[name] = (cfg, load_task(cfg.data, cfg.seed))
     return out
+
+
+def test_recipes_stop_turns_at_their_closing_tags():
+    assert load_config("textworld").agent.stop_strings == list(STOP_STRINGS)
+    assert load_config("search-agent").agent.stop_strings == list(AgentConfig.stop_strings)
 
 
 def get(recipes, name):
@@ -141,4 +146,12 @@ def test_smollm2_real_policy_episodes(recipes, smol, name):
     rows = task.eval
     trajs = rollout(make_engine("ascent"), smol, [task.agent.env_task(r) for r in rows], task.agent.make_env, loop, n=1)
     assert len(trajs) == len(rows) and all(t.turns for t in trajs)
-    assert_all_pass_and_retokenised_fails(trajs, smol.tokenizer)
+    # A pretrained model may sample a non-canonical tokenisation of its own text (greedy SmolLM2 writes "\n\n"
+    # as two "\n" tokens on these prompts): the ids are still exactly what it sampled, and the checker must
+    # say so ("same text"). Everything else — prompt, template pieces, observations — must match exactly.
+    checks = [check_trajectory(t, smol.tokenizer) for t in trajs]
+    for c in checks:
+        assert c.ok or (c.kind == "sampled" and c.same_text), c.describe()
+    good = [t for t, c in zip(trajs, checks) if c.ok]
+    assert good, [c.describe() for c in checks]
+    assert_all_pass_and_retokenised_fails(good, smol.tokenizer)

@@ -70,6 +70,17 @@ def test_ascii_text_and_config_checks():
             check_config(bad)
 
 
+def test_goal_text_follows_the_prompt_fields():
+    from ascent.envs.textworld_task import goal_text
+
+    objective, walk = "Welcome to TextWorld! First, go east. Then, drop the key. You win!", ["go east", "drop key"]
+    assert goal_text("Goal: {commands}", objective, ["key"], walk) == "go east, then drop key."
+    assert goal_text("Goal: {instructions}", objective, ["key"], walk) == "First, go east. Then, drop the key."
+    assert goal_text("Goal: {objective}", objective, ["key"], walk) == goal_text(None, objective, ["key"], walk) == objective
+    p = ScriptedPlayer([{**ROW, "prompt": "go east, then drop key."}], random.Random(0), p_useless=0.0, p_stop=0.0)
+    assert p("[user]\nGoal: go east, then drop key.<eos>\n[assistant]\n<action>go east</action><eos>\n[tool]\nok<eos>\n[assistant]\n") == "<action>drop key</action>"
+
+
 def test_game_rewards():
     won, score = REWARDS.get("game_won"), REWARDS.get("game_score")
     infos = [{"won": True, "score": 2, "max_score": 2}, {"won": False, "score": 1, "max_score": 2}, {"stopped": True}]
@@ -86,7 +97,7 @@ def test_missing_textworld_is_one_clear_error(monkeypatch):
 
 def test_recipe_loads():
     cfg = load_config("textworld")
-    assert cfg.data.task == "textworld" and cfg.reward == "game_won" and cfg.control.enabled
+    assert cfg.data.task == "textworld" and cfg.reward == "game_won" and cfg.control.enabled and cfg.data.textworld.size == "small"
     assert cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
     assert cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
     check_config(cfg.data.textworld)
