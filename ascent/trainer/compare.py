@@ -239,13 +239,21 @@ def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> st
     """Markdown: one row per variant, the first variant being the baseline the deltas refer to."""
     pass_keys = sorted({k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")}, key=lambda k: int(k[5:].split("_")[0]))
     early = sorted({k for a in aggregates for k in a if k.startswith("accuracy_at_step_")}, key=lambda k: int(k.rsplit("_", 1)[1]))[:1]
-    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[f"acc @ step {k.rsplit('_', 1)[1]}" for k in early], *[k.removesuffix("_after_rl") for k in pass_keys], "s/step", "peak RSS MiB", "seeds"]
+    agent = [k for k in ("tool_calls_after_rl", "unsupported_answer_rate_after_rl") if any(k in a for a in aggregates)]  # agent tasks
+    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[f"acc @ step {k.rsplit('_', 1)[1]}" for k in early], *[k.removesuffix("_after_rl") for k in pass_keys],
+            *[k.removesuffix("_after_rl").replace("_", " ") for k in agent], *(["tool calls vs " + aggregates[0]["variant"]] if "tool_calls_after_rl" in agent else []),
+            "s/step", "peak RSS MiB", "seeds"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = aggregates[0]["accuracy_after_rl"]["mean"]
     fmt = lambda a, k, d=3: f"{a[k]['mean']:.{d}f} ± {a[k]['std']:.{d}f}" if k in a else "–"  # noqa: E731
     for a in aggregates:
         delta = a["accuracy_after_rl"]["mean"] - base
-        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in early], *[fmt(a, k) for k in pass_keys], fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
+        calls = []
+        if "tool_calls_after_rl" in agent:
+            b, c = aggregates[0].get("tool_calls_after_rl", {}).get("mean"), a.get("tool_calls_after_rl", {}).get("mean")
+            calls = [f"{100 * (c - b) / b:+.0f}%" if b and c is not None else "–"]
+        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in early], *[fmt(a, k) for k in pass_keys],
+                 *[fmt(a, k, 2) for k in agent], *calls, fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
         lines.append("| " + " | ".join(cells) + " |")
     if warm is not None:
         lines.append(f"\nWarm start (the shared starting checkpoint): greedy accuracy {warm:.3f}.")

@@ -208,7 +208,7 @@ def test_agent_run_resumes_exactly(tmp_path, reward_file):
 
 
 def test_warm_start_imitates_only_the_demonstrators_tokens(tmp_path):
-    cfg = load_config("search-agent", TINY + [f"output_dir={tmp_path}", "agent.max_turns=5", "agent.max_turn_tokens=90", "agent.max_total_tokens=1000"])
+    cfg = load_config("search-agent", TINY + [f"output_dir={tmp_path}", "agent.max_turns=5", "agent.max_turn_tokens=40", "agent.max_total_tokens=400"])
     run, policy = prepare(cfg, tmp_path / "run", {})
     demos = make_demonstrations(run, policy)
     b = demos(run.task.train[:6], random.Random(0))
