@@ -99,18 +99,27 @@ class Trace:
     the full outcome; costlier ones get less, so the policy is pushed below the reference, which then
     follows it down (to `floor`). Use it beside the outcome (`reward=[answer_em,trace]`) or alone.
 
-    Its state (`ref`) is saved in the trainer's checkpoint (`RewardRunner.state_dict`), so a resumed run
-    continues with the same reference; evaluation uses its own runner and never moves it.
+    `warmup` batches are scored by correctness alone before the reference starts (first solve, then save
+    calls): a tool-cost penalty from the first step also teaches an agent that searches too rarely to
+    search even less — on search-agent, penalising the repeated search pushed the first search down too
+    and kept a blind spot unsearched in 2 of 3 seeds (docs/results.md).
+
+    Its state (`ref`, batches scored) is saved in the trainer's checkpoint (`RewardRunner.state_dict`), so
+    a resumed run continues with the same reference; evaluation uses its own runner and never moves it.
     """
 
-    def __init__(self, ref: Optional[float] = None, floor: float = 1.0, rate: float = 0.5, matcher: Matcher = "answer_em") -> None:
-        if floor < 0 or not 0 < rate <= 1 or (ref is not None and ref < 0):
-            raise ValueError(f"trace needs floor >= 0, 0 < rate <= 1 and ref >= 0 (or None), got floor={floor}, rate={rate}, ref={ref}")
-        self.ref, self.floor, self.rate, self.matcher = ref, floor, rate, matcher
+    def __init__(self, ref: Optional[float] = None, floor: float = 1.0, rate: float = 0.5, matcher: Matcher = "answer_em", warmup: int = 0) -> None:
+        if floor < 0 or not 0 < rate <= 1 or (ref is not None and ref < 0) or warmup < 0:
+            raise ValueError(f"trace needs floor >= 0, 0 < rate <= 1, ref >= 0 (or None) and warmup >= 0, got floor={floor}, rate={rate}, ref={ref}, warmup={warmup}")
+        self.ref, self.floor, self.rate, self.matcher, self.warmup = ref, floor, rate, matcher, int(warmup)
+        self.batches = 0
         self.__name__ = "trace"
 
     def __call__(self, prompts: list[str], completions: list[str], agent_info=None, **fields: Any) -> Values:
         correct = call_reward(self.matcher, prompts, completions, {"agent_info": agent_info, **fields})
+        self.batches += 1
+        if self.batches <= self.warmup:
+            return [None if y is None else float(y >= 0.5) for y in correct]
         calls = [float((i or {}).get("num_tool_calls", 0)) for i in _col(agent_info, len(completions))]
         good = [c for c, y in zip(calls, correct) if y is not None and y >= 0.5]
         if self.ref is None and good:
@@ -122,10 +131,10 @@ class Trace:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"ref": self.ref}
+        return {"ref": self.ref, "batches": self.batches}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.ref = state["ref"]
+        self.ref, self.batches = state["ref"], state.get("batches", 0)
 
 
 def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optional[str]:

@@ -68,6 +68,17 @@ def test_trace_reference_initialisation():
         Trace(rate=0.0)
 
 
+def test_trace_warmup_scores_correctness_then_starts_the_reference():
+    t = Trace(warmup=2, rate=0.5, floor=1.0)
+    assert t(**trace_batch([4, 2, 0], [True, True, False])) == [1.0, 1.0, 0.0]
+    assert t(**trace_batch([6, 6], [True, True])) == [1.0, 1.0] and t.ref is None, "no reference during the warm-up"
+    # third batch: ref starts at its correct episodes' mean (3), then r = min(1, 4 / (c + 1))
+    assert t(**trace_batch([1, 5, 2], [True, True, False])) == pytest.approx([1.0, 4 / 6, 0.0])
+    assert t.ref == pytest.approx(3.0) and t.batches == 3
+    with pytest.raises(ValueError, match="warmup"):
+        Trace(warmup=-1)
+
+
 def test_trace_state_survives_through_the_runner():
     a = RewardRunner(["answer_em", "trace(rate=1.0)"])
     b = RewardRunner(["answer_em", "trace(rate=1.0)"])
@@ -76,7 +87,7 @@ def test_trace_state_survives_through_the_runner():
     score = lambda r, x: r.score(x["prompts"], x["completions"], [{"answer": g, "agent_info": i} for g, i in zip(x["answer"], x["agent_info"])]).rewards.tolist()  # noqa: E731
     score(a, batches[0])
     b.load_state_dict(a.state_dict())
-    assert b.state_dict() == a.state_dict() == {"1:trace(rate=1.0)": {"ref": 6.0}}
+    assert b.state_dict() == a.state_dict() == {"1:trace(rate=1.0)": {"ref": 6.0, "batches": 1}}
     for x in batches[1:]:
         assert score(a, x) == score(b, x)
     assert a.fns[1].ref == b.fns[1].ref == 2.0
