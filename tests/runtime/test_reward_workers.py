@@ -119,5 +119,5 @@ def test_rewards_with_state_score_in_the_learner(seven, ray_cluster):
     result = RolloutWorker(trainer.collector, None).run(RolloutRequest(0, [3, 4], -1, None, seed=1))
     result.batch.completions = ["<answer>7</answer>"] * len(result.batch)  # correct answers: trace sets its reference
     batch, scores = trainer.accept(RolloutRequest(0, [3, 4], 0, None, seed=1), result)  # scored here, in consumption order
-    assert fresh == {"1:trace": {"ref": None}} and trainer.state_dict()["rewards"] == {"1:trace": {"ref": 1.0}}
+    assert fresh == {"1:trace": {"ref": None, "batches": 0}} and trainer.state_dict()["rewards"] == {"1:trace": {"ref": 1.0, "batches": 1}}
     assert bool(scores.valid.all()) and trainer.totals["samples"] == len(batch)
