@@ -29,13 +29,6 @@ ASYNC = ["runtime=ray", "algorithm.tis_cap=2.0", "ray.num_cpus_per_worker=0.5"]
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def seven(tmp_path_factory):
     """tests/trainer/test_learning.py's seven task: reward 1 when the completion starts with 7."""
     tmp = tmp_path_factory.mktemp("seven")

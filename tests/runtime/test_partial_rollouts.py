@@ -20,13 +20,6 @@ LONG = ["rollout.max_new_tokens=6"]
 PARTIAL = ASYNC + ["ray.max_staleness=2", "ray.partial_rollout_tokens=2", "rollout.max_new_tokens=4"]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
 def test_segments_continue_the_exact_ids_and_keep_each_tokens_logprob(seven):
     trainer, policy = trainer_for(seven, LONG)
     c, rows = trainer.collector, [3, 14, 15, 92]

@@ -34,13 +34,6 @@ def broken(prompts, completions, **fields):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def flaky(seven, tmp_path_factory):
     path = tmp_path_factory.mktemp("flaky") / "flaky.py"
     path.write_text(FLAKY)
