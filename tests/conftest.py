@@ -33,3 +33,13 @@ def uniform_policy(tokenizer) -> Policy:
     with torch.no_grad():
         model.lm_head.weight.zero_()
     return Policy(model=model, tokenizer=tokenizer)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray instance (2 CPUs, no dashboard) for one test module of tests/runtime, shut down after it."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
