@@ -23,6 +23,9 @@ from ascent.rollout.vllm_engine import make_vllm_engine
 
 ENGINES: Registry = Registry("rollout backend")
 
+PRECISIONS: dict[str, torch.dtype | None] = {"model": None, "bfloat16": torch.bfloat16}
+"""`rollout.precision`: the dtype the ascent engine computes in (None: the model's own)."""
+
 
 class RolloutEngine(Protocol):
     """Anything that turns prompts into sampled completions."""
@@ -138,6 +141,11 @@ class FastEngine:
     `ascent.rollout.scheduling`) or in request order (`schedule="fifo"`). `predictor`, the per-prompt
     length history, lives with the engine and is updated after every call.
 
+    `precision="bfloat16"` samples from a bfloat16 copy of the block matrices (residual stream, norms and
+    output layer stay in the model's dtype; see `ascent.rollout.fast`): 1.5-2x faster on CPUs with
+    AVX512-BF16/AMX, at a small, logged mismatch against the learner's log-probs (pair it with
+    `algorithm.tis_cap`). Models the fast decoder does not support sample in their own dtype.
+
     Every uniform a call can use is drawn up front per (sequence, position), so neither the cap nor the
     order changes what a sequence samples.
 
@@ -149,12 +157,16 @@ class FastEngine:
     compact_fraction = 0.25
     """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None) -> None:
+    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model") -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if max_active_sequences < 0:
             raise ValueError(f"max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
         if schedule not in ("longest", "fifo"):
             raise ValueError(f"schedule must be 'longest' or 'fifo', got {schedule!r}")
         self.fallback = CachedEngine()
+        self.precision = precision
+        self.compute_dtype = PRECISIONS[precision]
         self.max_active_sequences = max_active_sequences
         self.schedule = schedule
         self.predictor = LengthPredictor() if predictor is None else predictor
@@ -171,7 +183,7 @@ class FastEngine:
         return gen
 
     def _generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
-        dec = Decoder(model)
+        dec = Decoder(model, self.compute_dtype)
         device = next(model.parameters()).device
         ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
         (p, width), total, max_new = ids.shape, len(prompt_ids) * n, s.max_new_tokens
@@ -263,12 +275,17 @@ ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngin
 ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
 
 
-def make_engine(name: str, max_active_sequences: int = 0) -> RolloutEngine:
+def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model") -> RolloutEngine:
     """An engine instance by backend name. `max_active_sequences` (0: no cap) bounds how many sequences
-    decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap."""
+    decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap.
+    `precision` (`rollout.precision`): "model" or "bfloat16", the latter for the `ascent` backend only."""
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
+    if precision != "model":
+        if name != "ascent":
+            raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
+        return engine(max_active_sequences=max_active_sequences, precision=precision)
     if name in ("ascent", "vllm"):
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:

@@ -5,6 +5,15 @@ KV cache preallocated once per call, so a decode step is ~12 tensor ops per laye
 Reads the weights of a Hugging Face `LlamaForCausalLM` / `Qwen2ForCausalLM` (no copy except fused
 q|k|v and gate|up projections, rebuilt each call so the engine always samples from the current weights).
 `supports(model)` says whether a model fits; other models use the HF-forward engine.
+
+Precision. By default the decoder computes in the model's own dtype, so sampled log-probs match the
+learner's teacher-forced ones to float rounding. `Decoder(model, compute_dtype=torch.bfloat16)` samples
+from a bfloat16 copy of the matrix weights while the residual stream, the norms and the output layer stay
+in the model's dtype: the rollout precision most RL stacks use (vLLM in bf16, an fp32 learner). On a CPU
+with AVX512-BF16 (or AMX) bf16 matmuls run 2-3x faster than fp32 and the KV cache holds half the bytes.
+The sampling policy then differs slightly from the learner's (measured as `rollout/logprob_mismatch`);
+`algorithm.tis_cap` corrects for it with truncated importance sampling (Yao et al. 2025, "Your efficient
+RL framework secretly brings you off-policy RL training").
 """
 
 from __future__ import annotations
@@ -44,9 +53,11 @@ class LayerWeights:
 class Decoder:
     """The weights of one model snapshot plus a functional forward with an external KV cache."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None) -> None:
         cfg = model.config
         self.model = model
+        self.dtype = model.model.embed_tokens.weight.dtype  # residual stream, norms, output layer
+        self.compute_dtype = compute_dtype or self.dtype  # attention and the matrices of every block
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
@@ -54,7 +65,7 @@ class Decoder:
         self.norm = model.model.norm.weight
         self.lm_head = model.lm_head.weight  # (V, H)
         self.rotary = model.model.rotary_emb
-        self.layers = [self._layer(block) for block in model.model.layers]
+        self.layers = [self._layer(block, self.compute_dtype) for block in model.model.layers]
         self._cos = self._sin = None
 
     def rope_table(self, length: int) -> None:
@@ -62,20 +73,20 @@ class Decoder:
         (so every rope variant the model supports is honoured)."""
         pos = torch.arange(length, device=self.embed.device)[None]
         cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
-        self._cos, self._sin = cos[0], sin[0]
+        self._cos, self._sin = cos[0].to(self.compute_dtype), sin[0].to(self.compute_dtype)
 
     @staticmethod
-    def _layer(block: torch.nn.Module) -> LayerWeights:
+    def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
         a, m = block.self_attn, block.mlp
         biases = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
         return LayerWeights(
             ln_in=block.input_layernorm.weight,
-            qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach(),
-            qkv_bias=None if biases[0] is None else torch.cat(biases).detach(),
-            o=a.o_proj.weight,
+            qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach().to(dtype),
+            qkv_bias=None if biases[0] is None else torch.cat(biases).detach().to(dtype),
+            o=a.o_proj.weight.detach().to(dtype),
             ln_post=block.post_attention_layernorm.weight,
-            gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach(),
-            down=m.down_proj.weight,
+            gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach().to(dtype),
+            down=m.down_proj.weight.detach().to(dtype),
         )
 
     def new_cache(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -83,10 +94,11 @@ class Decoder:
         values (layers, B, nkv, S, d)."""
         kshape = (len(self.layers), batch, self.kv_heads, self.head_dim, length)
         vshape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(kshape, dtype=self.embed.dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.embed.dtype, device=self.embed.device)
+        return torch.zeros(kshape, dtype=self.compute_dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.compute_dtype, device=self.embed.device)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, w.shape, w, self.eps)
+        """RMSNorm in the model's dtype, handed to the next matmul in the compute dtype."""
+        return F.rms_norm(x, w.shape, w, self.eps).to(self.compute_dtype)
 
     def attend(self, q: torch.Tensor, keys_t: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Attention of q (B, nq, t, d) over keys_t (B, nkv, d, S) and values (B, nkv, S, d).
@@ -115,7 +127,7 @@ class Decoder:
         end = attn_mask.shape[-1] if per_row else start + t
         rows = torch.arange(b, device=ids.device) if per_row else None
         if t == 1:  # additive mask, built once for all layers
-            attn_mask = torch.zeros(attn_mask.shape, dtype=self.embed.dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.compute_dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
             self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
@@ -124,8 +136,8 @@ class Decoder:
         for i, w in enumerate(self.layers):
             h = self.rms(x, w.ln_in)
             qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
-            q, k, v = qkv.split([nq, nkv, nkv], dim=1)
-            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+            qk, v = qkv[:, : nq + nkv], qkv[:, nq + nkv :]
+            q, k = (qk * cos + rotate_half(qk) * sin).split([nq, nkv], dim=1)  # rope on q and k in one pass
             if per_row:  # (B, nkv, d) at each row's own slot
                 keys[i, rows, :, :, start] = k[:, :, 0]
                 values[i, rows, :, start] = v[:, :, 0]
@@ -136,7 +148,7 @@ class Decoder:
             x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d), w.o)
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
             x = x + F.linear(F.silu(gate) * up, w.down)
-        return F.linear(self.rms(x[:, -1], self.norm), self.lm_head)  # (B, V)
+        return F.linear(F.rms_norm(x[:, -1], self.norm.shape, self.norm, self.eps), self.lm_head)  # (B, V)
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

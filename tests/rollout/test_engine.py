@@ -150,3 +150,57 @@ def test_fast_decoder_supports_llama_gqa(tokenizer):
     fast = make_engine("ascent").generate(model, ids_of(tokenizer), 2, s, None)
     hf = make_engine("hf").generate(model, ids_of(tokenizer), 2, s, None)
     assert torch.equal(fast.tokens, hf.tokens)
+
+
+@pytest.mark.parametrize("vocab", [17, 2048, 49152, 50000])
+def test_inverse_cdf_matches_one_cumulative_sum(vocab):
+    """The two-level inverse CDF (large vocabularies) draws what one float64 cumulative sum draws, up to
+    rounding at a boundary, and never a zero-probability token (masked ids, the zero padding past V)."""
+    from ascent.rollout.sampling import inverse_cdf
+
+    g = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(64, vocab, generator=g) * 3
+    logits[:, ::5] = float("-inf")
+    logits[0, :-1] = float("-inf")  # all mass on the last id (the last block, before any padding)
+    logits[1] = float("-inf")
+    logits[1, 1] = 0.0  # all mass on id 1
+    probs = torch.softmax(logits, -1) * 0.5  # unnormalised is fine
+    agree = total = 0
+    for _ in range(20):
+        u = torch.rand(64, generator=g, dtype=torch.float64)
+        u[:2] = 1 - 1e-12
+        cdf = probs.double().cumsum(-1)
+        ref = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1)
+        got = inverse_cdf(probs, u)
+        assert bool((got < vocab).all()) and bool((probs.gather(-1, got[:, None]) > 0).all())
+        assert int(got[0]) == vocab - 1 and int(got[1]) == 1
+        agree, total = agree + int((got == ref).sum()), total + 64
+    assert agree >= total - 2
+
+
+def test_bfloat16_precision_samples_close_to_the_model(tokenizer):
+    """rollout.precision=bfloat16: reproducible, the model's own weights untouched, sampled log-probs within
+    bf16 rounding of the fp32 learner's (but not equal to them), and a clear error on backends without it."""
+    from conftest import tiny_qwen
+
+    model = tiny_qwen(tokenizer, seed=2, hidden=64, layers=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    s = settings(tokenizer, max_new_tokens=12)
+    ids = ids_of(tokenizer)
+    engine = make_engine("ascent", precision="bfloat16")
+    a = engine.generate(model, ids, 8, s, torch.Generator().manual_seed(1))
+    b = make_engine("ascent", precision="bfloat16").generate(model, ids, 8, s, torch.Generator().manual_seed(1))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.logprobs, b.logprobs)
+    assert all(v.dtype == torch.float32 and torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    batch = assemble(PROMPTS, ids, [{} for _ in PROMPTS], a, 8, tokenizer)
+    with torch.no_grad():
+        lp = token_logprobs(model, batch.input_ids, batch.attention_mask, 1.0)
+    gap = ((lp - batch.sampled_logprobs).abs() * batch.completion_mask).max()
+    assert 1e-5 < float(gap) < 0.05
+    fp32 = make_engine("ascent").generate(model, ids, 8, s, torch.Generator().manual_seed(1))
+    assert float((fp32.tokens == a.tokens).float().mean()) > 0.8  # same uniforms, nearly the same distribution
+    for backend in ("cached", "hf", "vllm"):
+        with pytest.raises(ValueError, match="rollout.precision"):
+            make_engine(backend, precision="bfloat16")
+    with pytest.raises(ValueError, match="rollout.precision"):
+        make_engine("ascent", precision="float16")
