@@ -6,7 +6,10 @@ prompts and sampling settings.
 
 Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields: `ascent_tokens_per_s`,
 `hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's tokens/s x
-2 x params / the matmul GFLOP/s measured at start). Workloads: `full64` (exactly 64 new tokens,
+2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU).
+With `--bf16 on` (default) also `ascent_bf16_tokens_per_s` and `speedup_bf16_vs_hf_generate`: ascent's
+engine with `rollout.precision=bfloat16` on the same fp32 model against HF generate in fp32; `--hf-bf16`
+adds HF generate on a bfloat16 copy of the model (`speedup_bf16_vs_hf_generate_bf16`). Workloads: `full64` (exactly 64 new tokens,
 EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
 temperature 1.0.
 
@@ -18,6 +21,7 @@ starts vLLM). vLLM's samples differ from the others' (its own RNG), so compare t
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import statistics
 import sys
@@ -41,16 +45,17 @@ def prompt_ids(policy, model_name: str, n: int) -> list[list[int]]:
     return [enc(p) for p in addition_prompts(n)]
 
 
-def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int, engine=None) -> tuple[float, float]:
+def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int, engine=None, model=None) -> tuple[float, float]:
     """Median generated tokens/s over `repeats` runs (after one warm-up), and mean completion length."""
     engine, rates, lengths = engine or make_engine(backend), [], []
-    cuda = next(policy.model.parameters()).is_cuda
+    model = policy.model if model is None else model
+    cuda = next(model.parameters()).is_cuda
     for r in range(repeats + 1):
         gen = torch.Generator().manual_seed(r)
         if cuda:
             torch.cuda.synchronize()
         t = time.perf_counter()
-        out = engine.generate(policy.model, ids, samples, settings, gen)
+        out = engine.generate(model, ids, samples, settings, gen)
         if cuda:
             torch.cuda.synchronize()
         dt = time.perf_counter() - t
@@ -72,9 +77,16 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
         ours, ours_len = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats)
         hf, hf_len = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats)
         extra = {}
+        if args.bf16 and args.dtype == "float32":  # bf16 rollouts of the fp32 model; HF generate on a bf16 copy
+            b16, _ = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, precision="bfloat16"))
+            extra = {"ascent_bf16_tokens_per_s": round(b16, 1), "speedup_bf16_vs_hf_generate": round(b16 / hf, 3)}
+            if args.hf_bf16:
+                hf16, _ = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats, model=copy.deepcopy(policy.model).to(torch.bfloat16))
+                extra |= {"hf_generate_bf16_tokens_per_s": round(hf16, 1), "speedup_bf16_vs_hf_generate_bf16": round(b16 / hf16, 3)}
+            print(f"  {model_name:8} {wl:11} ascent bf16 {b16:9.1f} tok/s  x{b16 / hf:5.2f} vs hf fp32" + (f"  hf bf16 {hf16:9.1f} tok/s" if args.hf_bf16 else ""), file=sys.stderr, flush=True)
         if vllm_engine is not None:
             vl, vl_len = tokens_per_s("vllm", policy, ids, args.samples, s, args.repeats, engine=vllm_engine)
-            extra = {"vllm_tokens_per_s": round(vl, 1), "speedup_vs_vllm": round(ours / vl, 3), "mean_completion_len_vllm": round(vl_len, 1)}
+            extra |= {"vllm_tokens_per_s": round(vl, 1), "speedup_vs_vllm": round(ours / vl, 3), "mean_completion_len_vllm": round(vl_len, 1)}
             print(f"  {model_name:8} {wl:11} vllm {vl:9.1f} tok/s  ascent/vllm x{ours / vl:5.2f}", file=sys.stderr, flush=True)
         rows.append({
             "model": model_name, "workload": wl, "device": args.device, "dtype": args.dtype, "params": n_params, "sequences": args.prompts * args.samples,
@@ -100,6 +112,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
+    p.add_argument("--bf16", choices=["on", "off"], default="on", help="also time ascent with rollout.precision=bfloat16 on the fp32 model")
+    p.add_argument("--hf-bf16", action="store_true", help="also time HF generate on a bfloat16 copy of the model")
     p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="vLLM column (auto: on cuda when vllm is importable)")
     args = p.parse_args()
     from ascent.rollout.vllm_engine import unavailable_reason
@@ -108,6 +122,7 @@ def main() -> None:
     if args.vllm == "on" and reason:
         raise SystemExit(f"--vllm on: {reason}")
     args.vllm = args.vllm != "off" and reason is None
+    args.bf16 = args.bf16 == "on"
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
@@ -119,10 +134,11 @@ def main() -> None:
         wls = (args.smollm2_workloads if name == "smollm2" else args.workloads).split(",")
         rows += bench(name, wls, args, ceiling)
     print(f"load after: {load()}", file=sys.stderr)
-    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}" + (f" {'vllm tok/s':>11} {'vs vllm':>8}" if args.vllm else ""))
+    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}" + (f" {'bf16 tok/s':>11} {'bf16/hf':>8}" if args.bf16 else "") + (f" {'vllm tok/s':>11} {'vs vllm':>8}" if args.vllm else ""))
     for r in rows:
+        b16 = f" {r['ascent_bf16_tokens_per_s']:11.1f} {r['speedup_bf16_vs_hf_generate']:8.2f}" if "ascent_bf16_tokens_per_s" in r else ""
         vl = f" {r['vllm_tokens_per_s']:11.1f} {r['speedup_vs_vllm']:8.2f}" if "vllm_tokens_per_s" in r else ""
-        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{vl}")
+        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{b16}{vl}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Usage (from the repository root):
 
     .venv/bin/python benchmarks/step_vs_trl.py                 # 2 warm-up + 5 timed steps each
     .venv/bin/python benchmarks/step_vs_trl.py --backend hf    # ascent sampling with HF generate (baseline)
+    .venv/bin/python benchmarks/step_vs_trl.py --precision bfloat16   # bf16 rollouts (fp32 learner, TIS)
 
 Prints one JSON line: {"ascent_step_s": ..., "trl_step_s": ..., "ratio": ascent/trl, ...} with the
 medians of per-step wall time, per-phase medians, completion-length checks, thread counts and versions.
@@ -80,6 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads on both sides (0: torch's default)")
     p.add_argument("--backend", choices=["ascent", "cached", "hf"], default="ascent", help="ascent's rollout.backend (hf: model.generate, the baseline)")
+    p.add_argument("--precision", choices=["model", "bfloat16"], default="model", help="ascent's rollout.precision (bfloat16: bf16 rollouts, fp32 learner, TIS cap 2)")
     p.add_argument("--prompts", type=int, default=16, help="prompts per step")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
@@ -147,7 +149,8 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
         f"train.steps={args.warmup + args.steps}", f"train.prompts_per_step={args.prompts}",
         f"train.micro_batch_size={args.prompts * args.samples}", f"train.optim.lr={args.lr}", "train.optim.schedule=constant",
         f"rollout.backend={args.backend}", f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.tokens}",
-        "rollout.ignore_eos=true", "rollout.temperature=1.0",
+        "rollout.ignore_eos=true", "rollout.temperature=1.0", f"rollout.precision={args.precision}",
+        *(["algorithm.tis_cap=2.0"] if args.precision != "model" else []),
         "logging.progress=false", f"seed={args.seed}", f"threads={args.threads}",
     ]
 
@@ -167,7 +170,7 @@ def run_ascent(args: argparse.Namespace, folder: Path, data: Path) -> dict[str, 
     cfg = load_config("default", ascent_overrides(args, folder, data))
     with tempfile.TemporaryDirectory(prefix="bench-ascent-") as run_dir:
         run, policy = prepare(cfg, Path(run_dir), {})
-        parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)
+        parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend, precision=cfg.rollout.precision), run.rewards, run.settings)
         trainer = RLTrainer(cfg, parts)
         steps = []
         for _ in range(args.warmup + args.steps):
@@ -277,7 +280,7 @@ def summarize(args: argparse.Namespace, n_params: int, ascent_res: dict | None, 
     a_min = round(min(ascent_res["step_s"]), 4) if ascent_res else None
     t_min = round(min(trl_res["step_s"]), 4) if trl_res else None
     out.update(ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None)  # less sensitive to a busy machine
-    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "backend": args.backend, "warmup": args.warmup, "steps": args.steps}
+    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "rollout_precision": args.precision, "backend": args.backend, "warmup": args.warmup, "steps": args.steps}
     if ascent_res:
         out["ascent"] = {**ascent_res, "step_s": [round(x, 4) for x in ascent_res["step_s"]], "phases": {k: round(v, 4) for k, v in ascent_res["phases"].items()}}
     if trl_res:

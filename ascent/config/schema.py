@@ -187,8 +187,8 @@ class RolloutConfig:
     """Always generate max_new_tokens (EOS does not end a sequence); for fixed-length benchmarks."""
     precision: Literal["model", "bfloat16"] = "model"
     """ascent backend: "model" samples in the policy's own dtype (log-probs match the learner's to rounding);
-    "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX,
-    half the KV cache) at a small mismatch logged as rollout/logprob_mismatch: pair it with algorithm.tis_cap."""
+    "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX)
+    at a small mismatch logged as rollout/logprob_mismatch: pair it with algorithm.tis_cap."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Precision. By default the decoder computes in the model's own dtype, so sampled 
 learner's teacher-forced ones to float rounding. `Decoder(model, compute_dtype=torch.bfloat16)` samples
 from a bfloat16 copy of the matrix weights while the residual stream, the norms and the output layer stay
 in the model's dtype: the rollout precision most RL stacks use (vLLM in bf16, an fp32 learner). On a CPU
-with AVX512-BF16 (or AMX) bf16 matmuls run 2-3x faster than fp32 and the KV cache holds half the bytes.
+with AVX512-BF16 (or AMX) bf16 matmuls run 2-3x faster than fp32. Rope, the KV cache and attention stay
+in the model's dtype too: on the CPU, bf16 batched matmuls over strided cache slices are slower than fp32.
 The sampling policy then differs slightly from the learner's (measured as `rollout/logprob_mismatch`);
 `algorithm.tis_cap` corrects for it with truncated importance sampling (Yao et al. 2025, "Your efficient
 RL framework secretly brings you off-policy RL training").
@@ -56,8 +57,8 @@ class Decoder:
     def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None) -> None:
         cfg = model.config
         self.model = model
-        self.dtype = model.model.embed_tokens.weight.dtype  # residual stream, norms, output layer
-        self.compute_dtype = compute_dtype or self.dtype  # attention and the matrices of every block
+        self.dtype = model.model.embed_tokens.weight.dtype  # residual stream, norms, rope, KV cache, attention, output layer
+        self.compute_dtype = compute_dtype or self.dtype  # the matrices of every block (q|k|v, o, gate|up, down)
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
         self.eps = cfg.rms_norm_eps
@@ -73,7 +74,7 @@ class Decoder:
         (so every rope variant the model supports is honoured)."""
         pos = torch.arange(length, device=self.embed.device)[None]
         cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
-        self._cos, self._sin = cos[0].to(self.compute_dtype), sin[0].to(self.compute_dtype)
+        self._cos, self._sin = cos[0], sin[0]
 
     @staticmethod
     def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
@@ -94,7 +95,7 @@ class Decoder:
         values (layers, B, nkv, S, d)."""
         kshape = (len(self.layers), batch, self.kv_heads, self.head_dim, length)
         vshape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(kshape, dtype=self.compute_dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.compute_dtype, device=self.embed.device)
+        return torch.zeros(kshape, dtype=self.dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.dtype, device=self.embed.device)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """RMSNorm in the model's dtype, handed to the next matmul in the compute dtype."""
@@ -127,7 +128,7 @@ class Decoder:
         end = attn_mask.shape[-1] if per_row else start + t
         rows = torch.arange(b, device=ids.device) if per_row else None
         if t == 1:  # additive mask, built once for all layers
-            attn_mask = torch.zeros(attn_mask.shape, dtype=self.compute_dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
             self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
@@ -135,7 +136,7 @@ class Decoder:
         nq, nkv, d = self.heads, self.kv_heads, self.head_dim
         for i, w in enumerate(self.layers):
             h = self.rms(x, w.ln_in)
-            qkv = F.linear(h, w.qkv, w.qkv_bias).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
+            qkv = F.linear(h, w.qkv, w.qkv_bias).to(self.dtype).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
             qk, v = qkv[:, : nq + nkv], qkv[:, nq + nkv :]
             q, k = (qk * cos + rotate_half(qk) * sin).split([nq, nkv], dim=1)  # rope on q and k in one pass
             if per_row:  # (B, nkv, d) at each row's own slot
@@ -145,7 +146,7 @@ class Decoder:
                 keys[i, :b, :, :, start:end] = k.transpose(-1, -2)
                 values[i, :b, :, start:end] = v
             att = self.attend(q, keys[i, :b, :, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
-            x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d), w.o)
+            x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d).to(self.compute_dtype), w.o)
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
             x = x + F.linear(F.silu(gate) * up, w.down)
         return F.linear(F.rms_norm(x[:, -1], self.norm.shape, self.norm, self.eps), self.lm_head)  # (B, V)
