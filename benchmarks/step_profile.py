@@ -1,0 +1,144 @@
+"""Where one ascent GRPO step spends its time, per rollout configuration, in one process.
+
+The workload is `step_vs_trl.py`'s (3.17M Qwen2, 16 prompts x 8 samples x 64 tokens, beta 0, one AdamW
+step per batch on all 128 sequences, fp32 learner). Each configuration runs `--warmup` untimed and `--steps`
+timed `RLTrainer.step()` calls; the script splits the step into
+
+    rollout     the engine's generate (hf: `model.generate`; ascent: its decoder, fp32 or bf16 matrices)
+    reward+adv  rewards, advantages and batch assembly (the step minus rollout and update)
+    forward     the learner's forward + loss over the batch (with grad)
+    backward    loss.backward()
+    optimizer   gradient clipping + AdamW step
+    recompute   what a separate no-grad log-prob pass over the batch costs: ascent skips it when there is
+                one optimizer step per batch (the old log-probs are the forward's own, detached); shown
+                so the saving is visible, not added to the step
+
+and prints one JSON line per configuration (medians over the timed steps) and a table. The timing hooks
+wrap `Learner.micro_loss`, `loss.backward` (through the loss tensor) and `clip_and_step`; they add no work.
+
+    .venv/bin/python benchmarks/step_profile.py [--configs hf,ascent,ascent-bf16] [--steps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import step_vs_trl as base  # noqa: E402  (the workload: model folder, rows, ascent overrides)
+
+CONFIGS = {"hf": ("hf", "model"), "ascent": ("ascent", "model"), "ascent-bf16": ("ascent", "bfloat16")}
+
+
+def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> dict:
+    import torch
+
+    import ascent.trainer.learner as learner_mod
+    from ascent.config import load_config
+    from ascent.rollout.engine import make_engine
+    from ascent.trainer.pipeline import prepare
+    from ascent.trainer.rl import RLParts, RLTrainer
+
+    backend, precision = CONFIGS[name]
+    wargs = argparse.Namespace(**{**vars(args), "backend": backend, "precision": precision})
+    cfg = load_config("default", base.ascent_overrides(wargs, folder, data))
+    clock: dict[str, float] = {}
+
+    def add(key: str, dt: float) -> None:
+        clock[key] = clock.get(key, 0.0) + dt
+
+    with tempfile.TemporaryDirectory(prefix="bench-profile-") as run_dir:
+        run, policy = prepare(cfg, Path(run_dir), {})
+        trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(backend, precision=precision), run.rewards, run.settings))
+        learner = trainer.learner
+        micro_loss, clip_and_step, update = learner.micro_loss, learner_mod.clip_and_step, learner.update
+        captured = {}
+
+        def timed_micro_loss(*a, **k):
+            t = time.perf_counter()
+            loss, metrics, mismatch = micro_loss(*a, **k)
+            add("forward", time.perf_counter() - t)
+
+            def backward(*ba, **bk):
+                t0 = time.perf_counter()
+                torch.Tensor.backward(loss, *ba, **bk)
+                add("backward", time.perf_counter() - t0)
+
+            loss.backward = backward  # instance attribute: the learner calls loss.backward()
+            return loss, metrics, mismatch
+
+        def timed_clip_and_step(*a, **k):
+            t = time.perf_counter()
+            out = clip_and_step(*a, **k)
+            add("optimizer", time.perf_counter() - t)
+            return out
+
+        def capturing_update(batch, *a, **k):
+            captured["batch"] = batch
+            return update(batch, *a, **k)
+
+        learner.micro_loss, learner.update = timed_micro_loss, capturing_update
+        learner_mod.clip_and_step = timed_clip_and_step
+        try:
+            rows = []
+            for i in range(args.warmup + args.steps):
+                clock.clear()
+                t0 = time.perf_counter()
+                m = trainer.step()
+                wall = time.perf_counter() - t0
+                if i >= args.warmup:
+                    t = time.perf_counter()
+                    learner.logprobs(policy.model, captured["batch"])
+                    recompute = time.perf_counter() - t
+                    fwd, bwd, opt = clock.get("forward", 0.0), clock.get("backward", 0.0), clock.get("optimizer", 0.0)
+                    rows.append({"step": wall, "rollout": m["time/rollout"], "reward+adv": wall - m["time/rollout"] - m["time/update"], "forward": fwd, "backward": bwd, "optimizer": opt,
+                                 "update_other": m["time/update"] - fwd - bwd - opt, "recompute": recompute, "mismatch": m["rollout/logprob_mismatch"]})
+        finally:
+            learner_mod.clip_and_step = clip_and_step
+        run.logger.close()
+    med = {k: round(statistics.median(r[k] for r in rows), 4 if k != "mismatch" else 8) for k in rows[0]}
+    return {"config": name, "backend": backend, "precision": precision, **med, "steps": args.steps, "threads": torch.get_num_threads()}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--configs", default="hf,ascent,ascent-bf16", help=f"comma-separated of {', '.join(CONFIGS)}")
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--samples", type=int, default=8)
+    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--cache", type=Path, default=base.ROOT / ".cache")
+    args = p.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base.log(f"load before: {base.load_average()}")
+    args.cache.mkdir(parents=True, exist_ok=True)
+    folder, n_params = base.build_model_folder(base.ModelSpec(seed=args.seed), args.cache)
+    with tempfile.TemporaryDirectory(prefix="bench-profile-data-") as tmp:
+        data = base.write_jsonl(base.make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
+        sys.path.insert(0, str(base.HELPER.parent))  # the reward `step_vs_trl:digit_fraction`
+        results = []
+        for name in args.configs.split(","):
+            res = profile(name, args, folder, data)
+            results.append(res)
+            print(json.dumps({**res, "params": n_params, "load": base.load_average()}), flush=True)
+    cols = ["step", "rollout", "reward+adv", "forward", "backward", "optimizer", "update_other", "recompute"]
+    print(f"{'config':12} " + " ".join(f"{c:>12}" for c in cols) + f" {'mismatch':>10}")
+    for r in results:
+        print(f"{r['config']:12} " + " ".join(f"{r[c]:12.3f}" for c in cols) + f" {r['mismatch']:10.2e}")
+    base.log(f"load after: {base.load_average()}")
+
+
+if __name__ == "__main__":
+    main()
