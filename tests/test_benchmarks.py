@@ -1,0 +1,37 @@
+"""The benchmark scripts run end to end on a tiny workload and print what their READMEs promise (their
+numbers are measured by hand; here only the fields and the invariants that do not depend on timing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_script(*args: str) -> list[dict]:
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def test_rollout_throughput_prints_fp32_and_bf16_rows():
+    rows = run_script("benchmarks/rollout_throughput.py", "--models", "3.17M", "--workloads", "full64", "--prompts", "2", "--samples", "2", "--repeats", "1")
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["model"] == "3.17M" and r["workload"] == "full64" and r["sequences"] == 4
+    assert r["mean_completion_len_ascent"] == r["mean_completion_len_hf"] == 64.0  # EOS ignored: exactly 64 tokens
+    for key in ("ascent_tokens_per_s", "hf_generate_tokens_per_s", "ascent_bf16_tokens_per_s"):
+        assert r[key] > 0
+    assert abs(r["speedup_vs_hf_generate"] - r["ascent_tokens_per_s"] / r["hf_generate_tokens_per_s"]) < 0.01
+
+
+def test_step_profile_splits_the_step(tmp_path):
+    rows = run_script("benchmarks/step_profile.py", "--configs", "ascent,ascent-bf16", "--steps", "1", "--warmup", "0", "--prompts", "2", "--samples", "2", "--tokens", "4", "--cache", str(tmp_path))
+    assert [r["config"] for r in rows] == ["ascent", "ascent-bf16"]
+    for r in rows:
+        assert min(r["rollout"], r["forward"], r["backward"], r["optimizer"], r["recompute"]) > 0  # every hook fired
+        assert r["update_other"] >= -1e-3 and r["reward+adv"] >= -1e-3  # hooks inside the update, counted once
+    assert rows[0]["mismatch"] <= 1e-4 < rows[1]["mismatch"] < 0.1  # fp32 sampler == learner; bf16 close
