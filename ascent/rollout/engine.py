@@ -9,6 +9,9 @@ log-probs and lengths (`Generation`). They see a model and token ids only: no tr
 
 from __future__ import annotations
 
+import functools
+import warnings
+from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -25,6 +28,23 @@ ENGINES: Registry = Registry("rollout backend")
 
 PRECISIONS: dict[str, torch.dtype | None] = {"model": None, "bfloat16": torch.bfloat16}
 """`rollout.precision`: the dtype the ascent engine computes in (None: the model's own)."""
+
+
+@functools.cache
+def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU multiplies bf16 natively (x86 AVX512-BF16 or AMX-BF16, Arm BF16); None when unknown
+    (no /proc/cpuinfo). Without it oneDNN emulates bf16 matmuls and bf16 rollouts are slower than fp32."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return None
+    flags = {f for line in text.splitlines() if line.split(":")[0].strip() in ("flags", "Features") for f in line.split(":", 1)[1].split()}
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def warn_if_emulated_bf16(device: torch.device) -> None:
+    if device.type == "cpu" and cpu_has_native_bf16() is False:
+        warnings.warn("rollout.precision=bfloat16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16 / bf16 flag): bf16 matmuls are emulated and rollouts will likely be slower than rollout.precision=model", RuntimeWarning, stacklevel=3)
 
 
 class RolloutEngine(Protocol):
@@ -167,6 +187,7 @@ class FastEngine:
         self.fallback = CachedEngine()
         self.precision = precision
         self.compute_dtype = PRECISIONS[precision]
+        self._checked_bf16 = False
         self.max_active_sequences = max_active_sequences
         self.schedule = schedule
         self.predictor = LengthPredictor() if predictor is None else predictor
@@ -185,6 +206,9 @@ class FastEngine:
     def _generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
         dec = Decoder(model, self.compute_dtype)
         device = next(model.parameters()).device
+        if self.compute_dtype is not None and not self._checked_bf16:
+            self._checked_bf16 = True
+            warn_if_emulated_bf16(device)
         ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
         (p, width), total, max_new = ids.shape, len(prompt_ids) * n, s.max_new_tokens
         head = width - 1  # prompt columns prefilled; column `head` (every prompt's last token) is fed at step 0

@@ -204,3 +204,33 @@ def test_bfloat16_precision_samples_close_to_the_model(tokenizer):
             make_engine(backend, precision="bfloat16")
     with pytest.raises(ValueError, match="rollout.precision"):
         make_engine("ascent", precision="float16")
+
+
+def test_native_bf16_detection(tmp_path):
+    from ascent.rollout.engine import cpu_has_native_bf16
+
+    cpu = tmp_path / "cpuinfo"
+    cpu.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
+    assert cpu_has_native_bf16(str(cpu)) is True
+    other = tmp_path / "cpuinfo2"
+    other.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f\n")
+    assert cpu_has_native_bf16(str(other)) is False
+    arm = tmp_path / "cpuinfo3"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")
+    assert cpu_has_native_bf16(str(arm)) is True
+    assert cpu_has_native_bf16(str(tmp_path / "missing")) is None
+
+
+def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, tiny_policy, tokenizer):
+    import ascent.rollout.engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "cpu_has_native_bf16", lambda: False)
+    engine = make_engine("ascent", precision="bfloat16")
+    with pytest.warns(RuntimeWarning, match="emulated"):
+        engine.generate(tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer), torch.Generator().manual_seed(0))
+    monkeypatch.setattr(engine_mod, "cpu_has_native_bf16", lambda: True)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        make_engine("ascent", precision="bfloat16").generate(tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer), torch.Generator().manual_seed(0))
