@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -190,6 +191,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.top_p must be in (0, 1], got {cfg.rollout.top_p}")
     if cfg.rollout.max_active_sequences < 0 or (cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")):
         raise ConfigError(f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}")
+    if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
+        raise ConfigError(f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+    if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:
+        warnings.warn(f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch (logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0", UserWarning, stacklevel=2)
     rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
     if rollouts % cfg.algorithm.mini_batches:
         raise ConfigError(

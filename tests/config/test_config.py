@@ -247,3 +247,16 @@ def test_derived_exact_micro_batches():
 def test_technique_knobs_are_range_checked(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config("default", [override])
+
+
+def test_rollout_precision_checks():
+    with pytest.raises(ConfigError, match="rollout.precision='bfloat16' needs rollout.backend=ascent"):
+        load_config("default", ["rollout.precision=bfloat16", "rollout.backend=hf", "algorithm.tis_cap=2.0"])
+    with pytest.warns(UserWarning, match="without algorithm.tis_cap"):
+        load_config("default", ["rollout.precision=bfloat16"])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_config("default", ["rollout.precision=bfloat16", "algorithm.tis_cap=2.0"]).rollout.precision == "bfloat16"
+        assert load_config("default").rollout.precision == "model"
