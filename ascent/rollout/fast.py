@@ -3,7 +3,8 @@ KV cache preallocated once per call, so a decode step is ~12 tensor ops per laye
 `nn.Module` calls, cache objects and mask builders.
 
 Reads the weights of a Hugging Face `LlamaForCausalLM` / `Qwen2ForCausalLM` (no copy except fused
-q|k|v and gate|up projections, rebuilt each call so the engine always samples from the current weights).
+q|k|v and gate|up projections, rebuilt each call so the engine always samples from the current weights),
+peft LoRA adapters on its projections merged in at each call.
 `supports(model)` says whether a model fits; other models use the HF-forward engine.
 
 Precision. By default the decoder computes in the model's own dtype, so sampled log-probs match the
@@ -27,17 +28,59 @@ import torch.nn.functional as F
 SUPPORTED = {"llama", "qwen2"}
 
 
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The transformers model inside a peft wrapper (LoRA layers still in place), else the model itself."""
+    return model.get_base_model() if type(model).__module__.startswith("peft") and hasattr(model, "get_base_model") else model
+
+
+def is_lora(layer: torch.nn.Module) -> bool:
+    return hasattr(layer, "base_layer") and hasattr(layer, "lora_A") and hasattr(layer, "get_delta_weight")
+
+
+def linear_weight(layer: torch.nn.Module) -> torch.Tensor:
+    """The effective weight of a linear layer: a plain `nn.Linear`'s own, or a peft LoRA layer's base weight
+    plus the deltas (scaling x B A) of its active adapters, unless they are disabled or already merged."""
+    if not is_lora(layer):
+        return layer.weight
+    w = layer.get_base_layer().weight
+    if getattr(layer, "disable_adapters", False) or getattr(layer, "merged", False):
+        return w
+    for name in layer.active_adapters:
+        if name in layer.lora_A:
+            w = w + layer.get_delta_weight(name)
+    return w
+
+
+def linear_bias(layer: torch.nn.Module) -> torch.Tensor | None:
+    return (layer.get_base_layer() if is_lora(layer) else layer).bias
+
+
+def _plain_or_lora(layer: torch.nn.Module) -> bool:
+    if is_lora(layer):
+        dora = getattr(layer, "use_dora", {})
+        return isinstance(layer.get_base_layer(), torch.nn.Linear) and not any(dora.get(a, False) for a in layer.active_adapters)
+    return isinstance(layer, torch.nn.Linear)
+
+
 def supports(model: torch.nn.Module) -> bool:
-    """True for a plain (not peft-wrapped) Llama/Qwen2 causal LM with SiLU MLP and full attention."""
+    """True for a Llama/Qwen2 causal LM with SiLU MLP and full attention, plain or with peft LoRA adapters
+    on its block projections (merged into the decoder's weights at each call; DoRA and adapted embeddings
+    or output layers are not supported)."""
+    model = unwrap(model)
     cfg = getattr(model, "config", None)
     if cfg is None or getattr(cfg, "model_type", None) not in SUPPORTED or not hasattr(model, "model"):
         return False
-    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False):
+    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False) or getattr(cfg, "use_sliding_window", False):
         return False
-    if getattr(cfg, "use_sliding_window", False) or type(model).__module__.startswith("peft"):
+    if type(model.model.embed_tokens) is not torch.nn.Embedding or type(getattr(model, "lm_head", None)) is not torch.nn.Linear:
         return False
-    layer = model.model.layers[0]
-    return hasattr(layer, "self_attn") and hasattr(layer.self_attn, "q_proj") and isinstance(layer.self_attn.q_proj, torch.nn.Linear)
+    for block in model.model.layers:
+        a, m = getattr(block, "self_attn", None), getattr(block, "mlp", None)
+        if a is None or m is None or not all(hasattr(x, name) for x, names in ((a, ("q_proj", "k_proj", "v_proj", "o_proj")), (m, ("gate_proj", "up_proj", "down_proj"))) for name in names):
+            return False
+        if not all(_plain_or_lora(x) for x in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)):
+            return False
+    return True
 
 
 @dataclass
@@ -55,6 +98,7 @@ class Decoder:
     """The weights of one model snapshot plus a functional forward with an external KV cache."""
 
     def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None) -> None:
+        model = unwrap(model)
         cfg = model.config
         self.model = model
         self.dtype = model.model.embed_tokens.weight.dtype  # residual stream, norms, rope, KV cache, attention, output layer
@@ -79,15 +123,15 @@ class Decoder:
     @staticmethod
     def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
         a, m = block.self_attn, block.mlp
-        biases = [a.q_proj.bias, a.k_proj.bias, a.v_proj.bias]
+        biases = [linear_bias(a.q_proj), linear_bias(a.k_proj), linear_bias(a.v_proj)]
         return LayerWeights(
             ln_in=block.input_layernorm.weight,
-            qkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]).detach().to(dtype),
+            qkv=torch.cat([linear_weight(a.q_proj), linear_weight(a.k_proj), linear_weight(a.v_proj)]).detach().to(dtype),
             qkv_bias=None if biases[0] is None else torch.cat(biases).detach().to(dtype),
-            o=a.o_proj.weight.detach().to(dtype),
+            o=linear_weight(a.o_proj).detach().to(dtype),
             ln_post=block.post_attention_layernorm.weight,
-            gate_up=torch.cat([m.gate_proj.weight, m.up_proj.weight]).detach().to(dtype),
-            down=m.down_proj.weight.detach().to(dtype),
+            gate_up=torch.cat([linear_weight(m.gate_proj), linear_weight(m.up_proj)]).detach().to(dtype),
+            down=linear_weight(m.down_proj).detach().to(dtype),
         )
 
     def new_cache(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
