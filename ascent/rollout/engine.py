@@ -306,11 +306,11 @@ def make_engine(name: str, max_active_sequences: int = 0, precision: str = "mode
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
-    if precision != "model":
-        if name != "ascent":
-            raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
+    if precision != "model" and name != "ascent":
+        raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
+    if name == "ascent":
         return engine(max_active_sequences=max_active_sequences, precision=precision)
-    if name in ("ascent", "vllm"):
+    if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:
         raise ValueError(f"rollout.max_active_sequences is supported by the 'ascent' and 'vllm' backends, not {name!r}; set it to 0")
