@@ -173,6 +173,11 @@ class RolloutConfig:
     """Most sequences decoded at once (ascent and vllm backends; 0: all of them). Under a cap, a finished
     sequence's slot is refilled from a queue ordered longest-predicted-first (Seer-style); sampled tokens do
     not depend on the cap or the order."""
+    shards: int = 0
+    """ascent backend on a CPU: decode the batch in this many shards, each in its own thread with
+    threads/shards intra-op threads (the groups balanced across them by predicted length). 0: one shard per
+    torch thread while each gets at least 32 sequences (two 1-thread shards beat one 2-thread batch by
+    1.1-1.3x: small ops stop waiting for each other). 1: never shard. Samples do not depend on it."""
     samples_per_prompt: int = 8
     """Completions per prompt (the group size G)."""
     max_new_tokens: int = 8

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -20,7 +21,7 @@ from transformers import DynamicCache, PreTrainedModel
 from ascent.registry import Registry
 from ascent.rollout.fast import Decoder, supports
 from ascent.rollout.sampling import draw_uniforms, sample_tokens
-from ascent.rollout.scheduling import LengthPredictor, RequestQueue
+from ascent.rollout.scheduling import LengthPredictor, RequestQueue, balance_groups
 from ascent.rollout.types import Generation, SamplingSettings
 from ascent.rollout.vllm_engine import make_vllm_engine
 
@@ -177,13 +178,17 @@ class FastEngine:
     compact_fraction = 0.25
     """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model") -> None:
+    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if max_active_sequences < 0:
             raise ValueError(f"max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
         if schedule not in ("longest", "fifo"):
             raise ValueError(f"schedule must be 'longest' or 'fifo', got {schedule!r}")
+        if shards < 0:
+            raise ValueError(f"shards must be >= 0 (0: one per CPU thread when the batch is large enough), got {shards}")
+        self.shards = shards
+        self._warned_shards = False
         self.fallback = CachedEngine()
         self.precision = precision
         self.compute_dtype = PRECISIONS[precision]
@@ -199,22 +204,81 @@ class FastEngine:
         if not supports(model):
             gen = self.fallback.generate(model, prompt_ids, n, s, generator)
         else:
-            gen = self._generate(model, prompt_ids, n, s, generator)
+            dec = Decoder(model, self.compute_dtype)
+            device = dec.embed.device
+            if self.compute_dtype is not None and not self._checked_bf16:
+                self._checked_bf16 = True
+                warn_if_emulated_bf16(device)
+            if not prompt_ids or any(len(q) == 0 for q in prompt_ids):
+                raise ValueError("every prompt needs at least one token")
+            total = len(prompt_ids) * n
+            u = draw_uniforms(generator, s.max_new_tokens, total, s, device)  # (max_new, N) or None: the whole call's
+            dec.rope_table(max(len(q) for q in prompt_ids) + s.max_new_tokens + 1)  # once, before any shard reads it
+            parts = self.shard_plan(prompt_ids, n, s, device)
+            if len(parts) == 1:
+                cap = total if self.max_active_sequences == 0 else min(self.max_active_sequences, total)
+                gen, self.last_stats = self._decode(dec, prompt_ids, n, s, u, cap)
+            else:
+                gen, self.last_stats = self._decode_sharded(dec, prompt_ids, n, s, u, parts)
         self.predictor.update(prompt_ids, gen.lengths.reshape(len(prompt_ids), n).cpu())
         return gen
 
-    def _generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
-        dec = Decoder(model, self.compute_dtype)
-        device = next(model.parameters()).device
-        if self.compute_dtype is not None and not self._checked_bf16:
-            self._checked_bf16 = True
-            warn_if_emulated_bf16(device)
+    min_shard_rows = 32
+    """Automatic sharding gives each shard at least this many sequences: below it a decode step is bound by
+    reading the weights, which every shard would read again."""
+
+    def shard_plan(self, prompt_ids: list[list[int]], n: int, s: SamplingSettings, device: torch.device) -> list[list[int]]:
+        """The prompts (groups) each decode shard takes: one shard unless on a CPU; `shards` of them when set,
+        else one per torch thread as long as each gets `min_shard_rows` sequences; never more than the
+        groups. Groups are balanced across shards by predicted length (longest first, `balance_groups`)."""
+        groups = len(prompt_ids)
+        if device.type != "cpu":
+            if self.shards > 1 and not self._warned_shards:
+                self._warned_shards = True
+                warnings.warn(f"rollout.shards={self.shards} applies to CPU rollouts only; decoding on {device.type} in one shard", RuntimeWarning, stacklevel=3)
+            return [list(range(groups))]
+        k = self.shards or min(torch.get_num_threads(), groups * n // self.min_shard_rows)
+        k = max(1, min(k, groups))
+        if k == 1:
+            return [list(range(groups))]
+        loads = [(self.predictor.predict(q) or float(s.max_new_tokens)) * n + len(q) for q in prompt_ids]
+        return balance_groups(loads, k)
+
+    def _decode_sharded(self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, parts: list[list[int]]) -> tuple[Generation, dict[str, float]]:
+        """Decode each shard's groups in its own thread with `threads // shards` intra-op threads each, then
+        put the rows back in request order. Every sequence keeps its own pre-drawn uniforms, so it samples
+        what it would in one shard (up to float rounding of matmuls over fewer rows). A cap on active
+        sequences is split evenly across the shards."""
+        k, total = len(parts), len(prompt_ids) * n
+        rows = [torch.tensor([g * n + j for g in groups for j in range(n)], dtype=torch.long) for groups in parts]
+        threads = torch.get_num_threads()
+
+        def run(i: int) -> tuple[Generation, dict[str, float]]:
+            m = len(rows[i])
+            cap = m if self.max_active_sequences == 0 else min(m, -(-self.max_active_sequences // k))
+            with torch.inference_mode():  # grad mode is per thread
+                return self._decode(dec, [prompt_ids[g] for g in parts[i]], n, s, None if u is None else u[:, rows[i].to(u.device)], cap)
+
+        torch.set_num_threads(max(1, threads // k))
+        try:
+            with ThreadPoolExecutor(max_workers=k, thread_name_prefix="ascent-decode") as pool:
+                results = list(pool.map(run, range(k)))
+        finally:
+            torch.set_num_threads(threads)
+        first = results[0][0]
+        out = Generation(first.tokens.new_empty((total, s.max_new_tokens)), first.logprobs.new_empty((total, s.max_new_tokens)), first.lengths.new_empty(total), first.finished.new_empty(total))
+        for r, (gen, _) in zip(rows, results):
+            out.tokens[r], out.logprobs[r], out.lengths[r], out.finished[r] = gen.tokens, gen.logprobs, gen.lengths, gen.finished
+        stats = {"decode_steps": max(st["decode_steps"] for _, st in results), "mean_active": sum(st["mean_active"] for _, st in results), "shards": float(k)}
+        return out, stats
+
+    def _decode(self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, cap: int) -> tuple[Generation, dict[str, float]]:
+        """Decode P prompts x n samples with at most `cap` sequences at once; `u` (max_new, P*n): their
+        pre-drawn uniforms (None: greedy). Returns the generation and the call's decode statistics."""
+        device = dec.embed.device
         ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
         (p, width), total, max_new = ids.shape, len(prompt_ids) * n, s.max_new_tokens
         head = width - 1  # prompt columns prefilled; column `head` (every prompt's last token) is fed at step 0
-        cap = total if self.max_active_sequences == 0 else min(self.max_active_sequences, total)
-        u = draw_uniforms(generator, max_new, total, s, device)  # (max_new, N) or None
-        dec.rope_table(width + max_new + 1)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, L)
         prompt_kv = self.prefill(dec, ids[:, :head], mask[:, :head], positions[:, :head]) if head else None
         keys, values = cache = dec.new_cache(cap, head + max_new)
@@ -278,8 +342,8 @@ class FastEngine:
                 for x in (seq, step, feed, pos, alive):
                     x[: len(keep)] = x[keep].clone()
                 a = len(keep)
-        self.last_stats = {"decode_steps": float(steps), "mean_active": active_sum / max(steps, 1)}
-        return Generation(out.tokens.cpu(), out.logprobs.cpu(), out.lengths.cpu(), out.finished.cpu())
+        stats = {"decode_steps": float(steps), "mean_active": active_sum / max(steps, 1), "shards": 1.0}
+        return Generation(out.tokens.cpu(), out.logprobs.cpu(), out.lengths.cpu(), out.finished.cpu()), stats
 
     @staticmethod
     def prefill(dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,17 +363,20 @@ ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngin
 ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
 
 
-def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model") -> RolloutEngine:
+def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model", shards: int = 0) -> RolloutEngine:
     """An engine instance by backend name. `max_active_sequences` (0: no cap) bounds how many sequences
     decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap.
-    `precision` (`rollout.precision`): "model" or "bfloat16", the latter for the `ascent` backend only."""
+    `precision` (`rollout.precision`): "model" or "bfloat16", the latter for the `ascent` backend only.
+    `shards` (`rollout.shards`): CPU decode shards of the `ascent` backend (0: automatic, 1: none)."""
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
     if precision != "model" and name != "ascent":
         raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
+    if shards < 0 or (shards > 1 and name != "ascent"):
+        raise ValueError(f"rollout.shards must be >= 0 and values above 1 need the 'ascent' backend; got {shards} with {name!r}")
     if name == "ascent":
-        return engine(max_active_sequences=max_active_sequences, precision=precision)
+        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards)
     if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:

@@ -167,3 +167,28 @@ def simulate(lengths: Sequence[Sequence[int]], cap: int, queue: RequestQueue) ->
                 queue.observe_running(list(active), list(active.values()))
             active.update({r: 0 for r in queue.pop(len(done))})
     return steps
+
+
+def balance_groups(loads: Sequence[float], k: int) -> list[list[int]]:
+    """Split groups into at most k shards of near-equal total load: longest-processing-time-first (each
+    group, heaviest first, to the lightest shard so far; ties to the lower shard). Each shard lists its
+    groups in their original order; empty shards are dropped. The engine's loads are predicted decode
+    tokens (the length history, or the longest possible completion for an unseen prompt), so long
+    groups do not pile up in one shard (Seer's "balancing by predicted length" across decoders).
+
+    >>> balance_groups([5, 1, 1, 1, 1, 1], 2)
+    [[0], [1, 2, 3, 4, 5]]
+    >>> balance_groups([2, 2, 2, 2], 2)
+    [[0, 2], [1, 3]]
+    >>> balance_groups([3.0], 4)
+    [[0]]
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    bins: list[list[int]] = [[] for _ in range(k)]
+    totals = [0.0] * k
+    for i in sorted(range(len(loads)), key=lambda i: -loads[i]):  # stable: equal loads in group order
+        j = min(range(k), key=lambda j: (totals[j], j))
+        bins[j].append(i)
+        totals[j] += float(loads[i])
+    return [sorted(b) for b in bins if b]

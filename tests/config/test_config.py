@@ -260,3 +260,12 @@ def test_rollout_precision_checks():
         warnings.simplefilter("error")
         assert load_config("default", ["rollout.precision=bfloat16", "algorithm.tis_cap=2.0"]).rollout.precision == "bfloat16"
         assert load_config("default").rollout.precision == "model"
+
+
+def test_rollout_shards_checks():
+    with pytest.raises(ConfigError, match="rollout.shards must be >= 0"):
+        load_config("default", ["rollout.shards=-1"])
+    with pytest.raises(ConfigError, match="need rollout.backend=ascent"):
+        load_config("default", ["rollout.shards=2", "rollout.backend=hf"])
+    assert load_config("default", ["rollout.shards=1", "rollout.backend=hf"]).rollout.shards == 1
+    assert load_config("default").rollout.shards == 0
