@@ -334,6 +334,10 @@ class TrainConfig:
     """Prompts sampled per step."""
     micro_batch_size: int = 256
     """Sequences per forward/backward (gradient accumulation splits larger mini-batches)."""
+    shared_prefix: bool = True
+    """Learner: forward each distinct prompt of a micro-batch once and reuse its KV cache for the group's
+    completions (Prefix Grouper), instead of once per sample; same log-probs and gradients up to float
+    rounding. Llama/Qwen2/Qwen3/Mistral models; others, and rows that share no prompt, use the plain forward."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """Optimizer."""
     eval_every: int = 50

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, Qwen2Config
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, Qwen2Config
 
 from ascent.config.schema import ModelConfig
 
@@ -57,6 +57,75 @@ def token_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_ma
     targets = input_ids[:, 1:].unsqueeze(-1)  # (N, T-1, 1)
     picked = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, T-1)
     return torch.nn.functional.pad(picked, (1, 0))  # (N, T)
+
+
+SHARED_PREFIX_MODELS = {"llama", "qwen2", "qwen3", "mistral"}
+"""Model types whose HF forward `shared_prefix_logprobs` drives through a KV cache (tested: llama, qwen2)."""
+
+
+def supports_shared_prefix(model: torch.nn.Module) -> bool:
+    """A Hugging Face causal LM (plain or peft-wrapped) of a family in `SHARED_PREFIX_MODELS`."""
+    cfg = getattr(model, "config", None)
+    return isinstance(model, torch.nn.Module) and getattr(cfg, "model_type", None) in SHARED_PREFIX_MODELS and not getattr(cfg, "use_sliding_window", False)
+
+
+def shared_prefix_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor, group_index: torch.Tensor, temperature: float = 1.0) -> torch.Tensor | None:
+    """`token_logprobs` for rows that share prompts, computing each distinct prompt once.
+
+    The rows of a GRPO batch are G prompts x n samples, and a plain teacher-forced forward runs every prompt
+    n times, through the forward and the backward. Here the distinct prompts (rows with the same
+    `group_index` and prompt length) run once, left-padded, into a KV cache; the cache rows are then
+    gathered per sample (a differentiable index, so the gradient of every sample flows back into its
+    prompt's single forward) and the completions run on top of it. This is the shared-prefix forward of
+    Prefix Grouper (Liu et al. 2025, "Prefix Grouper: Efficient GRPO Training through Shared-Prefix
+    Forward"), done with the model's own cached forward: same log-probs and gradients up to float rounding.
+
+    Layout as in `RolloutBatch`: rows right-padded, prompt then completion, `completion_mask` 1 on the
+    sampled tokens (the prompt ends at a row's first one). Returns (N, T) float32 log-probs, filled from each
+    row's first completion token to its last real token and 0 on the prompt and padding (the learner only
+    reads completion positions), or None when sharing does not apply: a row without completion tokens,
+    rows of a group whose prompts differ, or fewer than two rows per distinct prompt on average.
+    """
+    n, width = input_ids.shape
+    has = completion_mask > 0
+    if n == 0 or not bool(has.any(-1).all()):
+        return None
+    start = has.float().argmax(-1)  # (N,) first completion column = prompt length
+    ends = attention_mask.sum(-1)  # (N,) real length (right-padded rows)
+    if bool((ends <= start).any()):
+        return None
+    key = group_index.to(start.device) * (width + 1) + start
+    uniq, inv = torch.unique(key, return_inverse=True)  # (G,), (N,)
+    g = len(uniq)
+    if 2 * g > n:
+        return None
+    rows = torch.arange(n, device=input_ids.device)
+    rep = torch.full((g,), n, dtype=torch.long, device=input_ids.device).scatter_reduce(0, inv, rows, "amin")  # first row of each prompt
+    plen = start[rep]  # (G,)
+    p = int(plen.max())
+    src = torch.arange(p, device=input_ids.device)[None] - (p - plen)[:, None]  # (G, P): left-padded column -> row column
+    pmask = src >= 0
+    zero = torch.zeros((), dtype=input_ids.dtype, device=input_ids.device)
+    pids = torch.where(pmask, input_ids[rep].gather(1, src.clamp(min=0)), zero)
+    if not torch.equal(torch.where(pmask[inv], input_ids.gather(1, src[inv].clamp(min=0)), zero), pids[inv]):
+        return None  # a group whose rows do not share one prompt
+    c = int((ends - start).max())
+    ccols = start[:, None] + torch.arange(c, device=input_ids.device)[None]  # (N, C) row columns of the completion part
+    cvalid = ccols < ends[:, None]
+    cids = torch.where(cvalid, input_ids.gather(1, ccols.clamp(max=width - 1)), zero)
+    ppos = (pmask.long().cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=pids, attention_mask=pmask.long(), position_ids=ppos, cache=DynamicCache(), use_cache=True)
+    cache = out.cache
+    cache.batch_select_indices(inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
+    cpos = plen[inv][:, None] + torch.arange(c, device=input_ids.device)[None]
+    out_c = model(input_ids=cids, attention_mask=torch.cat([pmask[inv].long(), cvalid.long()], 1), position_ids=cpos, cache=cache, use_cache=True)
+    logits = torch.cat([out.logits[:, -1:][inv], out_c.logits[:, :-1]], 1).float()  # (N, C, V): logits[:, j] predicts completion token j
+    if temperature not in (0.0, 1.0):
+        logits = logits / temperature
+    lp = logits.gather(-1, cids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, C)
+    lp = torch.where(cvalid, lp, torch.zeros_like(lp))
+    full = torch.zeros((n, width + c), dtype=lp.dtype, device=lp.device).scatter(1, ccols, lp)  # invalid entries land past `ends`
+    return full[:, :width]
 
 
 def full_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -27,7 +27,7 @@ from ascent.algorithms import ADVANTAGES, LOSSES, LossInput
 from ascent.algorithms.aggregate import masked_mean
 from ascent.algorithms.losses import tis_weight
 from ascent.config.schema import AlgorithmConfig, OptimConfig
-from ascent.policy.model import Policy, full_logprobs, token_logprobs
+from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
@@ -43,6 +43,7 @@ class MicroBatch:
     old_logprobs: torch.Tensor | None  # (n, T)
     sampled_logprobs: torch.Tensor  # (n, T)
     completion_mask: torch.Tensor  # (n, T) sampled tokens, valid or not
+    prompt_group: torch.Tensor  # (n,) the prompt each row answers (rows sharing one are forwarded once)
     rewards: Optional[torch.Tensor] = None  # (n,)
     group_index: Optional[torch.Tensor] = None  # (n,)
     v_star: Optional[torch.Tensor] = None  # (n,)
@@ -56,8 +57,10 @@ def requirements(algo: AlgorithmConfig) -> frozenset[str]:
 class Learner:
     """Optimizer steps on rollout batches (PPO epochs x mini-batches, micro-batch accumulation)."""
 
-    def __init__(self, policy: Policy, algo: AlgorithmConfig, optim: OptimConfig, total_optimizer_steps: int, micro_batch_size: int, temperature: float, norm_length: int) -> None:
+    def __init__(self, policy: Policy, algo: AlgorithmConfig, optim: OptimConfig, total_optimizer_steps: int, micro_batch_size: int, temperature: float, norm_length: int, shared_prefix: bool = True) -> None:
         self.policy, self.algo, self.optim_cfg = policy, algo, optim
+        self.shared_prefix = shared_prefix
+        """Forward each distinct prompt of a micro-batch once (`shared_prefix_logprobs`); `train.shared_prefix`."""
         self.loss_fn = LOSSES.get(algo.loss)
         self.requires = requirements(algo)
         self.optimizer = make_optimizer(policy.model, optim)
@@ -90,8 +93,18 @@ class Learner:
     @torch.no_grad()
     def logprobs(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
         """Teacher-forced log-probs (N, T) in micro-batches, without grad."""
-        parts = [token_logprobs(model, batch.input_ids[i: i + self.micro_batch_size], batch.attention_mask[i: i + self.micro_batch_size], self.temperature) for i in range(0, len(batch), self.micro_batch_size)]
+        m = self.micro_batch_size
+        parts = [self.token_logprobs(model, batch.input_ids[i: i + m], batch.attention_mask[i: i + m], batch.completion_mask[i: i + m], batch.group_index[i: i + m]) for i in range(0, len(batch), m)]
         return torch.cat(parts)
+
+    def token_logprobs(self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor, prompt_group: torch.Tensor) -> torch.Tensor:
+        """(n, T) teacher-forced log-probs of the completion tokens: each shared prompt forwarded once when
+        `shared_prefix` is on and the model and rows allow it, else the plain forward over every row."""
+        if self.shared_prefix and supports_shared_prefix(model):
+            lp = shared_prefix_logprobs(model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature)
+            if lp is not None:
+                return lp
+        return token_logprobs(model, input_ids, attention_mask, self.temperature)
 
     def update(self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None, v_star: Optional[torch.Tensor] = None, values: Optional[torch.Tensor] = None) -> dict[str, float]:
         """All optimizer steps for one rollout batch. advantages: (N, T); valid: (N,) usable rewards;
@@ -173,7 +186,7 @@ class Learner:
         metrics: dict[str, float] = {}
         for sub in self.micro_batches(batch, rows):
             width = int(batch.attention_mask[sub].sum(-1).max())
-            mb = MicroBatch(batch.input_ids[sub, :width], batch.attention_mask[sub, :width], mask[sub, :width], adv[sub, :width], None if old is None else old[sub, :width], batch.sampled_logprobs[sub, :width], batch.completion_mask[sub, :width], **{k: v[sub] for k, v in seq.items()})
+            mb = MicroBatch(batch.input_ids[sub, :width], batch.attention_mask[sub, :width], mask[sub, :width], adv[sub, :width], None if old is None else old[sub, :width], batch.sampled_logprobs[sub, :width], batch.completion_mask[sub, :width], batch.group_index[sub], **{k: v[sub] for k, v in seq.items()})
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:
                 metrics["rollout/logprob_mismatch"] = max(metrics.get("rollout/logprob_mismatch", 0.0), mismatch)
@@ -195,9 +208,9 @@ class Learner:
             full = full_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
             logp = full.gather(-1, mb.input_ids.unsqueeze(-1)).squeeze(-1)  # (n, T); 0 at t=0 like token_logprobs
         else:
-            logp = token_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T)
+            logp = self.token_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group)  # (n, T)
         with torch.no_grad():
-            ref = token_logprobs(self.reference, mb.input_ids, mb.attention_mask, self.temperature) if self.reference is not None else None
+            ref = self.token_logprobs(self.reference, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group) if self.reference is not None else None
             teacher = full_logprobs(self.teacher, mb.input_ids, mb.attention_mask, self.temperature) if self.teacher is not None else None
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         inp = LossInput(logprobs=logp, old_logprobs=old, advantages=mb.advantages, mask=mb.mask, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=float(self.norm_length), ref_logprobs=ref, sampled_logprobs=mb.sampled_logprobs,

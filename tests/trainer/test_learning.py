@@ -238,3 +238,20 @@ def test_gae_step_trains_policy_and_critic(seven_task):
     assert all(torch.isfinite(p).all() for p in list(policy.model.parameters()) + list(critic.model.parameters()))
     assert any(not torch.equal(a, p) for a, p in zip(before, policy.model.parameters()))
     assert any(not torch.equal(a, p) for a, p in zip(critic_before, critic.model.parameters()))
+
+
+@pytest.mark.parametrize("extra", [[], ["algorithm.kl_coef=0.1"], ["algorithm.ppo_epochs=2", "algorithm.mini_batches=2"]])
+def test_shared_prefix_forward_is_invariant(seven_task, extra, monkeypatch):
+    """One RL step with the learner's shared-prefix forward == with the plain per-row forward (the policy,
+    the reference model and the pre-update recompute all go through it), and it is really taken."""
+    import ascent.trainer.learner as learner_mod
+
+    calls = []
+    real = learner_mod.shared_prefix_logprobs
+    monkeypatch.setattr(learner_mod, "shared_prefix_logprobs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    base = seven_task + ["train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "rollout.max_new_tokens=6", *extra]
+    shared = sgd_update(base + ["train.shared_prefix=true"])
+    assert calls
+    plain = sgd_update(base + ["train.shared_prefix=false"])
+    assert shared.abs().max() > 1e-4
+    assert torch.allclose(shared, plain, atol=1e-6)
