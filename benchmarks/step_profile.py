@@ -2,11 +2,14 @@
 
 The workload is `step_vs_trl.py`'s (3.17M Qwen2, 16 prompts x 8 samples x 64 tokens, beta 0, one AdamW
 step per batch on all 128 sequences, fp32 learner). Each configuration runs `--warmup` untimed and `--steps`
-timed `RLTrainer.step()` calls; the script splits the step into
+timed `RLTrainer.step()` calls. Configurations: `hf` (HF generate and a plain per-row learner forward:
+TRL's scheme), `ascent-plain` (ascent's decoder in one batch, plain learner forward), `ascent` (the
+defaults: sharded CPU decoding, `rollout.shards=0`, and the shared-prefix learner forward,
+`train.shared_prefix=true`), `ascent-bf16` (the same with bf16 rollouts). The script splits the step into
 
     rollout     the engine's generate (hf: `model.generate`; ascent: its decoder, fp32 or bf16 matrices)
     reward+adv  rewards, advantages and batch assembly (the step minus rollout and update)
-    forward     the learner's forward + loss over the batch (with grad)
+    forward     the learner's forward + loss over the batch (with grad; shared prefix: prompts once per group)
     backward    loss.backward()
     optimizer   gradient clipping + AdamW step
     recompute   what a separate no-grad log-prob pass over the batch costs: ascent skips it when there is
@@ -16,7 +19,7 @@ timed `RLTrainer.step()` calls; the script splits the step into
 and prints one JSON line per configuration (medians over the timed steps) and a table. The timing hooks
 wrap `Learner.micro_loss`, `loss.backward` (through the loss tensor) and `clip_and_step`; they add no work.
 
-    .venv/bin/python benchmarks/step_profile.py [--configs hf,ascent,ascent-bf16] [--steps 3]
+    .venv/bin/python benchmarks/step_profile.py [--configs hf,ascent-plain,ascent,ascent-bf16] [--steps 3]
 """
 
 from __future__ import annotations
@@ -32,7 +35,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_vs_trl as base  # noqa: E402  (the workload: model folder, rows, ascent overrides)
 
-CONFIGS = {"hf": ("hf", "model"), "ascent": ("ascent", "model"), "ascent-bf16": ("ascent", "bfloat16")}
+CONFIGS = {  # name -> rollout.backend, rollout.precision, train.shared_prefix, rollout.shards
+    "hf": ("hf", "model", "off", 1),  # HF generate, a plain per-row learner forward: TRL's scheme
+    "ascent-plain": ("ascent", "model", "off", 1),  # ascent's decoder in one batch, plain learner forward
+    "ascent": ("ascent", "model", "on", 0),  # the defaults: sharded decoding, shared-prefix learner forward
+    "ascent-bf16": ("ascent", "bfloat16", "on", 0),
+}
 
 
 def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> dict:
@@ -44,8 +52,8 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
     from ascent.trainer.pipeline import prepare
     from ascent.trainer.rl import RLParts, RLTrainer
 
-    backend, precision = CONFIGS[name]
-    wargs = argparse.Namespace(**{**vars(args), "backend": backend, "precision": precision})
+    backend, precision, shared_prefix, shards = CONFIGS[name]
+    wargs = argparse.Namespace(**{**vars(args), "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards})
     cfg = load_config("default", base.ascent_overrides(wargs, folder, data))
     clock: dict[str, float] = {}
 
@@ -54,7 +62,7 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
 
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as run_dir:
         run, policy = prepare(cfg, Path(run_dir), {})
-        trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(backend, precision=precision), run.rewards, run.settings))
+        trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(backend, precision=precision, shards=shards), run.rewards, run.settings))
         learner = trainer.learner
         micro_loss, clip_and_step, update = learner.micro_loss, learner_mod.clip_and_step, learner.update
         captured = {}
@@ -102,12 +110,12 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
             learner_mod.clip_and_step = clip_and_step
         run.logger.close()
     med = {k: round(statistics.median(r[k] for r in rows), 4 if k != "mismatch" else 8) for k in rows[0]}
-    return {"config": name, "backend": backend, "precision": precision, **med, "steps": args.steps, "threads": torch.get_num_threads()}
+    return {"config": name, "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards, **med, "steps": args.steps, "threads": torch.get_num_threads()}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--configs", default="hf,ascent,ascent-bf16", help=f"comma-separated of {', '.join(CONFIGS)}")
+    p.add_argument("--configs", default="hf,ascent-plain,ascent,ascent-bf16", help=f"comma-separated of {', '.join(CONFIGS)}")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)

@@ -29,9 +29,11 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
 
 
 def test_step_profile_splits_the_step(tmp_path):
-    rows = run_script("benchmarks/step_profile.py", "--configs", "ascent,ascent-bf16", "--steps", "1", "--warmup", "0", "--prompts", "2", "--samples", "2", "--tokens", "4", "--cache", str(tmp_path))
-    assert [r["config"] for r in rows] == ["ascent", "ascent-bf16"]
+    rows = run_script("benchmarks/step_profile.py", "--configs", "ascent,ascent-bf16,ascent-plain", "--steps", "1", "--warmup", "0", "--prompts", "2", "--samples", "2", "--tokens", "4", "--cache", str(tmp_path))
+    assert [r["config"] for r in rows] == ["ascent", "ascent-bf16", "ascent-plain"]
+    assert (rows[0]["shared_prefix"], rows[2]["shared_prefix"], rows[2]["shards"]) == ("on", "off", 1)
     for r in rows:
         assert min(r["rollout"], r["forward"], r["backward"], r["optimizer"], r["recompute"]) > 0  # every hook fired
         assert r["update_other"] >= -1e-3 and r["reward+adv"] >= -1e-3  # hooks inside the update, counted once
     assert rows[0]["mismatch"] <= 1e-4 < rows[1]["mismatch"] < 0.1  # fp32 sampler == learner; bf16 close
+    assert rows[2]["mismatch"] <= 1e-4  # the plain learner forward agrees with the sampler too
