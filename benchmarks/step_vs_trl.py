@@ -11,14 +11,21 @@ ascent runs in this interpreter (its Python API). TRL runs in its own virtual en
 cached on first use (`.cache/bench-trl-venv`: torch pinned to the local CPU wheel first, then TRL), by the
 helper `benchmarks/trl_step.py`, which prints its timings as JSON. TRL is never a dependency of ascent.
 
+The two sides alternate step by step (ABBA order: ascent-TRL, then TRL-ascent, ...): TRL's process waits
+before each of its steps for a go-ahead, and is idle whenever an ascent step is timed, so the two never run
+at once and the machine's drift (20-40% between minutes on a shared 2-vCPU VM) hits both sides alike.
+
 Usage (from the repository root):
 
     .venv/bin/python benchmarks/step_vs_trl.py                 # 2 warm-up + 5 timed steps each
     .venv/bin/python benchmarks/step_vs_trl.py --backend hf    # ascent sampling with HF generate (baseline)
     .venv/bin/python benchmarks/step_vs_trl.py --precision bfloat16   # bf16 rollouts (fp32 learner, TIS)
 
-Prints one JSON line: {"ascent_step_s": ..., "trl_step_s": ..., "ratio": ascent/trl, ...} with the
-medians of per-step wall time, per-phase medians, completion-length checks, thread counts and versions.
+Prints one JSON line: {"ascent_step_s": ..., "trl_step_s": ..., "ratio": ascent/trl, "ratio_paired": ...}
+with the medians of per-step wall time, their ratio, the median of the ratios of adjacent steps
+(`ratio_paired`, the drift-robust figure), per-phase medians, completion-length checks, thread counts and
+versions. `--shared-prefix off` / `--shards 1` time ascent without its shared-prefix learner forward / its
+sharded CPU decoding.
 
 Top-level imports are standard library only: `trl_step.py` imports `digit_fraction` from this file inside
 TRL's venv, and ascent loads it as the reward `step_vs_trl:digit_fraction`.
@@ -146,7 +153,7 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
     return [
         "model.source=hf", f"model.path={folder}", "model.dtype=float32",
         f"data.train={data}", f"data.eval={data}",
-        "reward=step_vs_trl:digit_fraction",  # a module spec: see run_ascent
+        "reward=step_vs_trl:digit_fraction",  # a module spec: see AscentSide
         "warmstart.steps=0", "control.enabled=false", "algorithm.kl_coef=0",
         f"train.steps={args.warmup + args.steps}", f"train.prompts_per_step={args.prompts}",
         f"train.micro_batch_size={args.prompts * args.samples}", f"train.optim.lr={args.lr}", "train.optim.schedule=constant",
@@ -158,39 +165,49 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
     ]
 
 
-def run_ascent(args: argparse.Namespace, folder: Path, data: Path) -> dict[str, Any]:
-    """Warm-up + timed `RLTrainer.step()` calls; per-step wall time and ascent's own phase timings."""
-    import torch
+class AscentSide:
+    """ascent's GRPO step on the workload, in this interpreter (its Python API), one `step()` at a time."""
 
-    from ascent.config import load_config
-    from ascent.rollout.engine import make_engine
-    from ascent.trainer.pipeline import prepare
-    from ascent.trainer.rl import RLParts, RLTrainer
+    def __init__(self, args: argparse.Namespace, folder: Path, data: Path) -> None:
+        from ascent.config import load_config
+        from ascent.rollout.engine import make_engine
+        from ascent.trainer.pipeline import prepare
+        from ascent.trainer.rl import RLParts, RLTrainer
 
-    # The reward is named as a module (benchmarks/ on sys.path), not as `file.py:fn`: ascent's file loader
-    # executes the file without registering it in sys.modules, which breaks this module's dataclass.
-    sys.path.insert(0, str(HELPER.parent))
-    cfg = load_config("default", ascent_overrides(args, folder, data))
-    with tempfile.TemporaryDirectory(prefix="bench-ascent-") as run_dir:
-        run, policy = prepare(cfg, Path(run_dir), {})
-        parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend, precision=cfg.rollout.precision), run.rewards, run.settings)
-        trainer = RLTrainer(cfg, parts)
-        steps = []
-        for _ in range(args.warmup + args.steps):
-            t0 = time.perf_counter()
-            m = trainer.step()
-            steps.append({"wall": time.perf_counter() - t0, **m})
-        run.logger.close()
-    timed = steps[args.warmup:]
-    return {
-        "step_s": [s["wall"] for s in timed],
-        "warmup_s": [round(s["wall"], 4) for s in steps[: args.warmup]],
-        "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
-        "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
-        "completions_per_step": args.prompts * args.samples,
-        "reward_std": [round(s["reward/std"], 4) for s in steps],
-        "threads": torch.get_num_threads(),
-    }
+        # The reward is named as a module (benchmarks/ on sys.path), not as `file.py:fn`: ascent's file loader
+        # executes the file without registering it in sys.modules, which breaks this module's dataclass.
+        sys.path.insert(0, str(HELPER.parent))
+        self.args = args
+        cfg = load_config("default", ascent_overrides(args, folder, data))
+        self._dir = tempfile.TemporaryDirectory(prefix="bench-ascent-")
+        self.run, policy = prepare(cfg, Path(self._dir.name), {})
+        engine = make_engine(cfg.rollout.backend, precision=cfg.rollout.precision, shards=cfg.rollout.shards)
+        self.trainer = RLTrainer(cfg, RLParts(policy, self.run.task.train, self.run.encoder, engine, self.run.rewards, self.run.settings))
+        self.steps: list[dict[str, Any]] = []
+
+    def step(self) -> float:
+        t0 = time.perf_counter()
+        m = self.trainer.step()
+        self.steps.append({"wall": time.perf_counter() - t0, **m})
+        return self.steps[-1]["wall"]
+
+    def result(self) -> dict[str, Any]:
+        """Per-step wall times of the timed steps and ascent's own phase timings (medians)."""
+        import torch
+
+        self.run.logger.close()
+        self._dir.cleanup()
+        steps, warm = self.steps, self.args.warmup
+        timed = steps[warm:]
+        return {
+            "step_s": [s["wall"] for s in timed],
+            "warmup_s": [round(s["wall"], 4) for s in steps[:warm]],
+            "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
+            "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
+            "completions_per_step": self.args.prompts * self.args.samples,
+            "reward_std": [round(s["reward/std"], 4) for s in steps],
+            "threads": torch.get_num_threads(),
+        }
 
 
 # ---------------------------------------------------------------------------------------------- TRL
@@ -225,21 +242,57 @@ def ensure_trl_venv(venv: Path) -> str:
     return version
 
 
-def run_trl(args: argparse.Namespace, venv: Path, folder: Path, data: Path) -> dict[str, Any]:
-    """Run `trl_step.py` in TRL's venv; return the JSON it prints last."""
-    cmd = [
-        str(venv_python(venv)), str(HELPER), "--model", str(folder), "--data", str(data),
-        "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
-        "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed),
-    ]
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"trl_step.py failed (exit {proc.returncode}); its error is above")
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if not lines:
-        raise RuntimeError(f"trl_step.py printed no JSON; stdout was:\n{proc.stdout}")
-    return json.loads(lines[-1])
+class TRLSide:
+    """`trl_step.py --lockstep` in TRL's venv: it announces each step, waits for a go-ahead, reports it."""
+
+    def __init__(self, args: argparse.Namespace, venv: Path, folder: Path, data: Path) -> None:
+        cmd = [
+            str(venv_python(venv)), str(HELPER), "--model", str(folder), "--data", str(data),
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
+            "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed), "--lockstep",
+        ]
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
+        self.ready = False
+        self.lines: list[str] = []
+
+    def _event(self) -> dict[str, Any]:
+        """The next lockstep event on TRL's stdout (other lines, e.g. the Trainer's log dicts, are kept)."""
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"trl_step.py stopped (exit {self.proc.wait()}) before its step; its error is above")
+            self.lines.append(line)
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and "event" in event:
+                return event
+
+    def wait_ready(self) -> None:
+        """Block until TRL sits idle at the start of its next step."""
+        while not self.ready:
+            self.ready = self._event()["event"] == "ready"
+
+    def step(self) -> float:
+        self.wait_ready()
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        self.ready = False
+        while (event := self._event())["event"] != "step":
+            pass
+        return float(event["wall"])
+
+    def result(self) -> dict[str, Any]:
+        """TRL's own summary, printed as its last JSON line once training ends."""
+        rest, _ = self.proc.communicate()
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"trl_step.py failed (exit {self.proc.returncode}); its error is above")
+        for line in reversed(self.lines + rest.splitlines()):
+            if line.startswith("{") and '"step_s"' in line:
+                return json.loads(line)
+        raise RuntimeError("trl_step.py printed no summary; stdout was:\n" + "".join(self.lines) + rest)
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -305,14 +358,26 @@ def main(argv: list[str] | None = None) -> None:
     log(f"model {folder} ({n_params:,} parameters)")
     with tempfile.TemporaryDirectory(prefix="bench-step-data-") as tmp:
         data = write_jsonl(make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
-        ascent_res = trl_res = None
-        if args.skip != "ascent":
-            log(f"ascent ({args.backend} backend): {args.warmup} warm-up + {args.steps} timed steps")
-            ascent_res = run_ascent(args, folder, data)
-        if args.skip != "trl":
-            log(f"TRL {trl_version}: {args.warmup} warm-up + {args.steps} timed steps")
-            trl_res = run_trl(args, venv, folder, data)
-    print(json.dumps(summarize(args, n_params, ascent_res, trl_res, trl_version, load_start)), flush=True)
+        trl = TRLSide(args, venv, folder, data) if args.skip != "trl" else None  # starts while ascent builds
+        ascent = AscentSide(args, folder, data) if args.skip != "ascent" else None
+        log(f"ascent ({args.backend} backend) and TRL {trl_version}, alternating: {args.warmup} warm-up + {args.steps} timed steps each")
+        pairs = []
+        for i in range(args.warmup + args.steps):
+            if trl is not None:
+                trl.wait_ready()  # TRL idle before either side's step is timed: the two never overlap
+            sides = [s for s in ((ascent, trl) if i % 2 == 0 else (trl, ascent)) if s is not None]  # ABBA: drift cancels
+            walls = {id(s): s.step() for s in sides}
+            if ascent is not None and trl is not None:
+                pairs.append(walls[id(ascent)] / walls[id(trl)])
+            log(f"step {i}: " + "  ".join(f"{'ascent' if s is ascent else 'trl'} {walls[id(s)]:.3f}s" for s in sides))
+        ascent_res = ascent.result() if ascent is not None else None
+        trl_res = trl.result() if trl is not None else None
+    out = summarize(args, n_params, ascent_res, trl_res, trl_version, load_start)
+    if pairs:
+        timed = pairs[args.warmup:]
+        out["ratio_paired"] = round(median(timed), 4)  # median of the per-step ratios of adjacent steps
+        out["paired_ratios"] = [round(r, 4) for r in timed]
+    print(json.dumps(out), flush=True)
 
 
 if __name__ == "__main__":

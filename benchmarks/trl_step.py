@@ -41,6 +41,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed")
+    p.add_argument("--lockstep", action="store_true", help="before each step print {\"event\": \"ready\"} and wait for a line on stdin; after it print {\"event\": \"step\", ...}")
     return p.parse_args()
 
 
@@ -69,8 +70,10 @@ class PhaseClock:
         return out
 
 
-def make_step_callback(clock: PhaseClock):
-    """A TrainerCallback recording each optimizer step's wall time and phase times."""
+def make_step_callback(clock: PhaseClock, lockstep: bool = False):
+    """A TrainerCallback recording each optimizer step's wall time and phase times. With `lockstep`, each
+    step waits for a go-ahead line on stdin (after announcing it is ready) and reports itself when done, so
+    that `step_vs_trl.py` can alternate TRL's steps with ascent's and never run the two at once."""
     import torch
     from transformers import TrainerCallback
 
@@ -81,6 +84,10 @@ def make_step_callback(clock: PhaseClock):
             self._t0 = 0.0
 
         def on_step_begin(self, args, state, control, **kwargs):
+            if lockstep:
+                print(json.dumps({"event": "ready"}), flush=True)
+                if not sys.stdin.readline():
+                    raise SystemExit("step_vs_trl.py closed the lockstep pipe")
             clock.snapshot()
             self.threads = torch.get_num_threads()
             self._t0 = time.perf_counter()
@@ -88,6 +95,8 @@ def make_step_callback(clock: PhaseClock):
         def on_step_end(self, args, state, control, **kwargs):
             wall = time.perf_counter() - self._t0
             self.steps.append({"wall": wall, **clock.snapshot()})
+            if lockstep:
+                print(json.dumps({"event": "step", **self.steps[-1]}), flush=True)
 
     return StepTimer()
 
@@ -142,7 +151,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-trl-") as out_dir:
         trainer = build_trainer(args, out_dir)
         instrument(trainer, clock)
-        timer = make_step_callback(clock)
+        timer = make_step_callback(clock, args.lockstep)
         trainer.add_callback(timer)
         trainer.train()
     timed = timer.steps[args.warmup:]
