@@ -7,7 +7,9 @@ prompts and sampling settings.
 Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields: `ascent_tokens_per_s`,
 `hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's tokens/s x
 2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU).
-With `--bf16 on` (default) also `ascent_bf16_tokens_per_s` and `speedup_bf16_vs_hf_generate`: ascent's
+`ascent` is the engine with its defaults (on a CPU: sharded decoding, one shard per torch thread, see
+`rollout.shards`); with `--one-batch on` (default) also `ascent_one_batch_tokens_per_s`, the engine
+decoding the whole batch at once (`rollout.shards=1`). With `--bf16 on` (default) also `ascent_bf16_tokens_per_s` and `speedup_bf16_vs_hf_generate`: ascent's
 engine with `rollout.precision=bfloat16` on the same fp32 model against HF generate in fp32; `--hf-bf16`
 adds HF generate on a bfloat16 copy of the model (`speedup_bf16_vs_hf_generate_bf16`). Workloads: `full64` (exactly 64 new tokens,
 EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
@@ -77,9 +79,13 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
         ours, ours_len = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats)
         hf, hf_len = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats)
         extra = {}
+        if args.one_batch and args.device == "cpu":  # the engine without sharded decoding (rollout.shards=1)
+            one, _ = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, shards=1))
+            extra = {"ascent_one_batch_tokens_per_s": round(one, 1), "speedup_one_batch_vs_hf_generate": round(one / hf, 3)}
+            print(f"  {model_name:8} {wl:11} ascent one batch {one:9.1f} tok/s  x{one / hf:5.2f} vs hf", file=sys.stderr, flush=True)
         if args.bf16 and args.dtype == "float32":  # bf16 rollouts of the fp32 model; HF generate on a bf16 copy
             b16, _ = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, precision="bfloat16"))
-            extra = {"ascent_bf16_tokens_per_s": round(b16, 1), "speedup_bf16_vs_hf_generate": round(b16 / hf, 3)}
+            extra |= {"ascent_bf16_tokens_per_s": round(b16, 1), "speedup_bf16_vs_hf_generate": round(b16 / hf, 3)}
             if args.hf_bf16:
                 hf16, _ = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats, model=copy.deepcopy(policy.model).to(torch.bfloat16))
                 extra |= {"hf_generate_bf16_tokens_per_s": round(hf16, 1), "speedup_bf16_vs_hf_generate_bf16": round(b16 / hf16, 3)}
@@ -114,6 +120,7 @@ def main() -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
     p.add_argument("--bf16", choices=["on", "off"], default="on", help="also time ascent with rollout.precision=bfloat16 on the fp32 model")
     p.add_argument("--hf-bf16", action="store_true", help="also time HF generate on a bfloat16 copy of the model")
+    p.add_argument("--one-batch", choices=["on", "off"], default="on", help="also time ascent's engine without sharded CPU decoding (rollout.shards=1)")
     p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="vLLM column (auto: on cuda when vllm is importable)")
     args = p.parse_args()
     from ascent.rollout.vllm_engine import unavailable_reason
@@ -123,6 +130,7 @@ def main() -> None:
         raise SystemExit(f"--vllm on: {reason}")
     args.vllm = args.vllm != "off" and reason is None
     args.bf16 = args.bf16 == "on"
+    args.one_batch = args.one_batch == "on"
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
