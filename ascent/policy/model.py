@@ -117,9 +117,12 @@ def shared_prefix_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, atte
     out = model(input_ids=pids, attention_mask=pmask.long(), position_ids=ppos, cache=DynamicCache(), use_cache=True)
     cache = out.cache
     cache.batch_select_indices(inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
-    cpos = plen[inv][:, None] + torch.arange(c, device=input_ids.device)[None]
-    out_c = model(input_ids=cids, attention_mask=torch.cat([pmask[inv].long(), cvalid.long()], 1), position_ids=cpos, cache=cache, use_cache=True)
-    logits = torch.cat([out.logits[:, -1:][inv], out_c.logits[:, :-1]], 1).float()  # (N, C, V): logits[:, j] predicts completion token j
+    logits = out.logits[:, -1:][inv]  # (N, 1, V): the prompt's last position predicts completion token 0
+    if c > 1:  # completion tokens 0..C-2 predict tokens 1..C-1 (the last token is only a target: not run)
+        cpos = plen[inv][:, None] + torch.arange(c - 1, device=input_ids.device)[None]
+        out_c = model(input_ids=cids[:, :-1], attention_mask=torch.cat([pmask[inv].long(), cvalid[:, :-1].long()], 1), position_ids=cpos, cache=cache, use_cache=True)
+        logits = torch.cat([logits, out_c.logits], 1)
+    logits = logits.float()  # (N, C, V): logits[:, j] predicts completion token j
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     lp = logits.gather(-1, cids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, C)

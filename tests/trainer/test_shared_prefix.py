@@ -65,7 +65,7 @@ def test_prompts_are_forwarded_once_per_group(tokenizer):
     handle.remove()
     longest_prompt = max(len(tokenizer(p)["input_ids"]) for p in PROMPTS)
     longest_completion = int(b.completion_mask.sum(-1).max())
-    assert seen == [(len(PROMPTS), longest_prompt), (len(b), longest_completion)]
+    assert seen == [(len(PROMPTS), longest_prompt), (len(b), longest_completion - 1)]  # the last token is only a target
 
 
 def test_falls_back_when_rows_do_not_share_prompts(tokenizer):
@@ -103,3 +103,13 @@ def test_unsupported_models_are_recognised(tokenizer):
 
     assert not supports_shared_prefix(GPT2LMHeadModel(GPT2Config(vocab_size=17, n_embd=32, n_layer=1, n_head=2)))
     assert supports_shared_prefix(qwen(tokenizer))
+
+
+def test_one_token_completions(tokenizer):
+    """Completions of one token: the prompt's forward alone gives every log-prob."""
+    model = qwen(tokenizer)
+    b = batch_for(model, tokenizer, max_new=1)
+    plain = token_logprobs(model, b.input_ids, b.attention_mask)
+    shared = shared_prefix_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask, b.group_index)
+    assert float(((plain - shared).abs() * b.completion_mask).max()) <= 1e-5
+    assert int(b.completion_mask.sum()) == len(b)
