@@ -37,3 +37,11 @@ def test_step_profile_splits_the_step(tmp_path):
         assert r["update_other"] >= -1e-3 and r["reward+adv"] >= -1e-3  # hooks inside the update, counted once
     assert rows[0]["mismatch"] <= 1e-4 < rows[1]["mismatch"] < 0.1  # fp32 sampler == learner; bf16 close
     assert rows[2]["mismatch"] <= 1e-4  # the plain learner forward agrees with the sampler too
+
+
+def test_learner_prefix_times_both_forwards():
+    rows = run_script("benchmarks/learner_prefix.py", "--workloads", "3.17M", "--repeats", "1")
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["workload"], r["rows"], r["prompt_len_mean"], r["completion_len_mean"]) == ("3.17M", 128, 7.0, 64.0)
+    assert r["shared_update_s"] > 0 and r["plain_update_s"] > 0 and r["ratio_paired"] > 0
