@@ -170,6 +170,11 @@ class FastEngine:
     Every uniform a call can use is drawn up front per (sequence, position), so neither the cap nor the
     order changes what a sequence samples.
 
+    On a CPU the groups are decoded in `shards` threads (0: one per torch thread while each gets
+    `min_shard_rows` sequences), each with its share of the intra-op threads and its own KV cache, the
+    groups balanced by predicted length (`shard_plan`): two threads that each own a batch do not wait for
+    each other inside every small op, as two threads splitting one batch's ops do. Samples are unchanged.
+
     A slot's cache holds the prompt's first L-1 tokens (left-padded, prefilled once per prompt), then one
     column per decode step: the first step feeds the prompt's last token, step t feeds token t-1 and samples
     token t. Rows admitted at different times sit at different steps, so each writes its own column.
