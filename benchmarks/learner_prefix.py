@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import step_vs_trl as svt  # noqa: E402  (the 3.17M workload)
 
 
-def trainer_for(name: str, tmp: Path):
+def trainer_for(name: str, tmp: Path, cache: Path):
     from ascent.config import load_config
     from ascent.rollout.engine import make_engine
     from ascent.trainer.pipeline import prepare
@@ -40,7 +40,7 @@ def trainer_for(name: str, tmp: Path):
     if name == "smollm2":
         cfg = load_config("smollm2-gsm", ["train.checkpoint_every=0", "logging.progress=false", f"output_dir={tmp}"])
     else:
-        args = svt.parse_args([])
+        args = svt.parse_args(["--cache", str(cache)])
         folder, _ = svt.build_model_folder(svt.ModelSpec(), args.cache)
         data = svt.write_jsonl(svt.make_rows(args.prompts, args.seed), tmp / "prompts.jsonl")
         sys.path.insert(0, str(svt.HELPER.parent))  # the reward `step_vs_trl:digit_fraction`
@@ -49,9 +49,9 @@ def trainer_for(name: str, tmp: Path):
     return RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)), cfg
 
 
-def bench(name: str, repeats: int) -> dict:
+def bench(name: str, repeats: int, cache: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-prefix-") as tmp:
-        trainer, cfg = trainer_for(name, Path(tmp))
+        trainer, cfg = trainer_for(name, Path(tmp), cache)
         batch, scores, _ = trainer.collect()
         adv, _ = trainer.advantages(batch, scores)
         learner = trainer.learner
@@ -77,10 +77,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workloads", default="3.17M,smollm2", help="comma-separated: 3.17M, smollm2")
     p.add_argument("--repeats", type=int, default=4, help="timed updates per setting")
+    p.add_argument("--cache", type=Path, default=svt.ROOT / ".cache", help="where the 3.17M model folder is cached")
     args = p.parse_args()
     svt.log(f"load before: {svt.load_average()}")
     for name in args.workloads.split(","):
-        print(json.dumps(bench(name, args.repeats)), flush=True)
+        print(json.dumps(bench(name, args.repeats, args.cache)), flush=True)
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ def build_model_folder(spec: ModelSpec, cache: Path) -> tuple[Path, int]:
     from ascent.policy.tokenizer import char_tokenizer
 
     hf_logging.disable_progress_bar()
+    cache.mkdir(parents=True, exist_ok=True)
     folder = cache / f"bench-step-model-{spec.key()}"
     tok = char_tokenizer(ALPHABET)
     config = Qwen2Config(

@@ -39,8 +39,8 @@ def test_step_profile_splits_the_step(tmp_path):
     assert rows[2]["mismatch"] <= 1e-4  # the plain learner forward agrees with the sampler too
 
 
-def test_learner_prefix_times_both_forwards():
-    rows = run_script("benchmarks/learner_prefix.py", "--workloads", "3.17M", "--repeats", "1")
+def test_learner_prefix_times_both_forwards(tmp_path):
+    rows = run_script("benchmarks/learner_prefix.py", "--workloads", "3.17M", "--repeats", "1", "--cache", str(tmp_path / "missing" / "cache"))  # created on demand
     assert len(rows) == 1
     r = rows[0]
     assert (r["workload"], r["rows"], r["prompt_len_mean"], r["completion_len_mean"]) == ("3.17M", 128, 7.0, 64.0)
