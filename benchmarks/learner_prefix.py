@@ -33,9 +33,6 @@ import step_vs_trl as svt  # noqa: E402  (the 3.17M workload)
 
 def trainer_for(name: str, tmp: Path, cache: Path):
     from ascent.config import load_config
-    from ascent.rollout.engine import make_engine
-    from ascent.trainer.pipeline import prepare
-    from ascent.trainer.rl import RLParts, RLTrainer
 
     if name == "smollm2":
         cfg = load_config("smollm2-gsm", ["train.checkpoint_every=0", "logging.progress=false", f"output_dir={tmp}"])
@@ -45,8 +42,7 @@ def trainer_for(name: str, tmp: Path, cache: Path):
         data = svt.write_jsonl(svt.make_rows(args.prompts, args.seed), tmp / "prompts.jsonl")
         sys.path.insert(0, str(svt.HELPER.parent))  # the reward `step_vs_trl:digit_fraction`
         cfg = load_config("default", svt.ascent_overrides(args, folder, data))
-    run, policy = prepare(cfg, tmp / "run", {})
-    return RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)), cfg
+    return svt.ascent_trainer(cfg, tmp / "run")[1], cfg
 
 
 def bench(name: str, repeats: int, cache: Path) -> dict:

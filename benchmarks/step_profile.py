@@ -48,9 +48,6 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
 
     import ascent.trainer.learner as learner_mod
     from ascent.config import load_config
-    from ascent.rollout.engine import make_engine
-    from ascent.trainer.pipeline import prepare
-    from ascent.trainer.rl import RLParts, RLTrainer
 
     backend, precision, shared_prefix, shards = CONFIGS[name]
     wargs = argparse.Namespace(**{**vars(args), "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards})
@@ -61,8 +58,8 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
         clock[key] = clock.get(key, 0.0) + dt
 
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as run_dir:
-        run, policy = prepare(cfg, Path(run_dir), {})
-        trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, make_engine(backend, precision=precision, shards=shards), run.rewards, run.settings))
+        run, trainer = base.ascent_trainer(cfg, Path(run_dir))
+        policy = trainer.learner.policy
         learner = trainer.learner
         micro_loss, clip_and_step, update = learner.micro_loss, learner_mod.clip_and_step, learner.update
         captured = {}

@@ -166,14 +166,24 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
     ]
 
 
+def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
+    """`(run, RLTrainer)` for a loaded config in `run_dir`, its engine built from the config's rollout keys
+    (backend, cap, precision, shards): the set-up every benchmark of a whole ascent step shares."""
+    from ascent.rollout.engine import make_engine
+    from ascent.trainer.pipeline import prepare
+    from ascent.trainer.rl import RLParts, RLTrainer
+
+    run, policy = prepare(cfg, run_dir, {})
+    r = cfg.rollout
+    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards)
+    return run, RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings))
+
+
 class AscentSide:
     """ascent's GRPO step on the workload, in this interpreter (its Python API), one `step()` at a time."""
 
     def __init__(self, args: argparse.Namespace, folder: Path, data: Path) -> None:
         from ascent.config import load_config
-        from ascent.rollout.engine import make_engine
-        from ascent.trainer.pipeline import prepare
-        from ascent.trainer.rl import RLParts, RLTrainer
 
         # The reward is named as a module (benchmarks/ on sys.path), not as `file.py:fn`: ascent's file loader
         # executes the file without registering it in sys.modules, which breaks this module's dataclass.
@@ -181,9 +191,7 @@ class AscentSide:
         self.args = args
         cfg = load_config("default", ascent_overrides(args, folder, data))
         self._dir = tempfile.TemporaryDirectory(prefix="bench-ascent-")
-        self.run, policy = prepare(cfg, Path(self._dir.name), {})
-        engine = make_engine(cfg.rollout.backend, precision=cfg.rollout.precision, shards=cfg.rollout.shards)
-        self.trainer = RLTrainer(cfg, RLParts(policy, self.run.task.train, self.run.encoder, engine, self.run.rewards, self.run.settings))
+        self.run, self.trainer = ascent_trainer(cfg, Path(self._dir.name))
         self.steps: list[dict[str, Any]] = []
 
     def step(self) -> float:

@@ -54,10 +54,14 @@ class RolloutEngine(Protocol):
     def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation: ...
 
 
-def left_pad(prompt_ids: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-pad prompts: ids (P, L), attention mask (P, L)."""
+def check_prompts(prompt_ids: list[list[int]]) -> None:
     if not prompt_ids or any(len(p) == 0 for p in prompt_ids):
         raise ValueError("every prompt needs at least one token")
+
+
+def left_pad(prompt_ids: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-pad prompts: ids (P, L), attention mask (P, L)."""
+    check_prompts(prompt_ids)
     width = max(len(p) for p in prompt_ids)
     ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)
@@ -214,8 +218,7 @@ class FastEngine:
             if self.compute_dtype is not None and not self._checked_bf16:
                 self._checked_bf16 = True
                 warn_if_emulated_bf16(device)
-            if not prompt_ids or any(len(q) == 0 for q in prompt_ids):
-                raise ValueError("every prompt needs at least one token")
+            check_prompts(prompt_ids)
             total = len(prompt_ids) * n
             u = draw_uniforms(generator, s.max_new_tokens, total, s, device)  # (max_new, N) or None: the whole call's
             dec.rope_table(max(len(q) for q in prompt_ids) + s.max_new_tokens + 1)  # once, before any shard reads it
