@@ -175,7 +175,7 @@ def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
 
     run, policy = prepare(cfg, run_dir, {})
     r = cfg.rollout
-    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards)
+    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards, r.attention)
     return run, RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings))
 
 

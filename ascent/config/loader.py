@@ -193,6 +193,8 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}")
     if cfg.rollout.shards < 0 or (cfg.rollout.shards > 1 and cfg.rollout.backend != "ascent"):
         raise ConfigError(f"rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; got {cfg.rollout.shards} with {cfg.rollout.backend!r}")
+    if cfg.rollout.attention != "auto" and cfg.rollout.backend != "ascent":
+        raise ConfigError(f"rollout.attention={cfg.rollout.attention!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
     if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
         raise ConfigError(f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
     if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:

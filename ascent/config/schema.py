@@ -190,6 +190,11 @@ class RolloutConfig:
     """Sample among the k most likely tokens (0: off)."""
     ignore_eos: bool = False
     """Always generate max_new_tokens (EOS does not end a sequence); for fixed-length benchmarks."""
+    attention: Literal["auto", "native", "torch"] = "auto"
+    """ascent backend: a decode step's attention over the KV cache. "native": ascent's C kernel (compiled
+    with the system C compiler at first use, cached; fp32 models on the CPU), one pass over the cache per
+    row and head; "torch": batched matmuls and a softmax; "auto": native where it applies and builds, torch
+    otherwise. Same attention up to float summation order."""
     precision: Literal["model", "bfloat16"] = "model"
     """ascent backend: "model" samples in the policy's own dtype (log-probs match the learner's to rounding);
     "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX)

@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ascent.registry import Registry
-from ascent.rollout.fast import Decoder, supports
+from ascent.rollout.fast import ATTENTION, Decoder, supports
 from ascent.rollout.sampling import draw_uniforms, sample_tokens
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue, balance_groups
 from ascent.rollout.types import Generation, SamplingSettings
@@ -187,7 +187,7 @@ class FastEngine:
     compact_fraction = 0.25
     """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0) -> None:
+    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0, attention: str = "auto") -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if max_active_sequences < 0:
@@ -196,6 +196,9 @@ class FastEngine:
             raise ValueError(f"schedule must be 'longest' or 'fifo', got {schedule!r}")
         if shards < 0:
             raise ValueError(f"shards must be >= 0 (0: one per CPU thread when the batch is large enough), got {shards}")
+        if attention not in ATTENTION:
+            raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+        self.attention = attention
         self.shards = shards
         self._warned_shards = False
         self.fallback = CachedEngine()
@@ -213,7 +216,7 @@ class FastEngine:
         if not supports(model):
             gen = self.fallback.generate(model, prompt_ids, n, s, generator)
         else:
-            dec = Decoder(model, self.compute_dtype)
+            dec = Decoder(model, self.compute_dtype, self.attention)
             device = dec.embed.device
             if self.compute_dtype is not None and not self._checked_bf16:
                 self._checked_bf16 = True
@@ -304,7 +307,7 @@ class FastEngine:
             r = torch.tensor(requests, dtype=torch.long, device=device)
             g = r // n
             if head:
-                keys[:, slots, :, :, :head] = prompt_kv[0][:, g]
+                keys[:, slots, :, :head] = prompt_kv[0][:, g]
                 values[:, slots, :, :head] = prompt_kv[1][:, g]
             key_valid[slots] = False
             key_valid[slots, :head] = mask[g, :head].bool()
@@ -344,7 +347,7 @@ class FastEngine:
                 break
             if not len(queue) and len(free) >= self.compact_fraction * a:
                 keep = alive[:a].nonzero().squeeze(-1)
-                keys[:, : len(keep), :, :, :end] = keys[:, keep, :, :, :end]
+                keys[:, : len(keep), :, :end] = keys[:, keep, :, :end]
                 values[:, : len(keep), :, :end] = values[:, keep, :, :end]
                 key_valid[: len(keep)] = key_valid[keep].clone()
                 for x in (seq, step, feed, pos, alive):
@@ -371,11 +374,12 @@ ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngin
 ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
 
 
-def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model", shards: int = 0) -> RolloutEngine:
+def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model", shards: int = 0, attention: str = "auto") -> RolloutEngine:
     """An engine instance by backend name. `max_active_sequences` (0: no cap) bounds how many sequences
     decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap.
     `precision` (`rollout.precision`): "model" or "bfloat16", the latter for the `ascent` backend only.
-    `shards` (`rollout.shards`): CPU decode shards of the `ascent` backend (0: automatic, 1: none)."""
+    `shards` (`rollout.shards`): CPU decode shards of the `ascent` backend (0: automatic, 1: none).
+    `attention` (`rollout.attention`): the `ascent` backend's decode attention, "auto", "native" or "torch"."""
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
@@ -383,8 +387,10 @@ def make_engine(name: str, max_active_sequences: int = 0, precision: str = "mode
         raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
     if shards < 0 or (shards > 1 and name != "ascent"):
         raise ValueError(f"rollout.shards must be >= 0 and values above 1 need the 'ascent' backend; got {shards} with {name!r}")
+    if attention not in ATTENTION or (attention != "auto" and name != "ascent"):
+        raise ValueError(f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; got {attention!r} with {name!r}")
     if name == "ascent":
-        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards)
+        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards, attention=attention)
     if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:

@@ -16,6 +16,16 @@ in the model's dtype too: on the CPU, bf16 batched matmuls over strided cache sl
 The sampling policy then differs slightly from the learner's (measured as `rollout/logprob_mismatch`);
 `algorithm.tis_cap` corrects for it with truncated importance sampling (Yao et al. 2025, "Your efficient
 RL framework secretly brings you off-policy RL training").
+
+Decode attention. A one-token step's attention over an fp32 cache on the CPU runs, by default, in ascent's
+native kernel (`ascent.rollout.kernels`, C compiled at first use): scores, mask, softmax and the weighted
+sum of values in one pass per (row, kv head) instead of two batched matrix-vector products and four
+element-wise ops per layer. `attention="torch"` (`rollout.attention=torch`) keeps the torch ops; "auto"
+falls back to them where the kernel cannot be built (no C compiler) or does not apply (GPU, bf16 cache).
+The kernel runs on the calling thread only, so it is used where a step runs with one intra-op thread: in
+each shard of a sharded CPU rollout (`rollout.shards`), or in a one-thread process; a one-batch decode on
+several threads keeps torch's matmuls, which split across them. Both compute the same fp32 attention up
+to summation order (~1e-7).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 SUPPORTED = {"llama", "qwen2"}
+ATTENTION = ("auto", "native", "torch")
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -97,7 +108,7 @@ class LayerWeights:
 class Decoder:
     """The weights of one model snapshot plus a functional forward with an external KV cache."""
 
-    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None, attention: str = "auto") -> None:
         model = unwrap(model)
         cfg = model.config
         self.model = model
@@ -112,6 +123,24 @@ class Decoder:
         self.rotary = model.model.rotary_emb
         self.layers = [self._layer(block, self.compute_dtype) for block in model.model.layers]
         self._cos = self._sin = None
+        self.native = self._native_kernel(attention)
+        """The native decode-attention kernel when this decoder uses it, else None (torch ops)."""
+
+    def _native_kernel(self, attention: str):
+        if attention not in ATTENTION:
+            raise ValueError(f"rollout.attention must be one of {ATTENTION}, got {attention!r}")
+        if attention == "torch":
+            return None
+        if self.embed.device.type != "cpu" or self.dtype != torch.float32:
+            if attention == "native":
+                raise ValueError(f"rollout.attention=native needs an fp32 model on the CPU, got {self.dtype} on {self.embed.device.type}; use auto or torch")
+            return None
+        from ascent.rollout import kernels
+
+        native = kernels.load()
+        if native is None and attention == "native":
+            raise RuntimeError(f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch")
+        return native
 
     def rope_table(self, length: int) -> None:
         """cos/sin for positions 0..length-1, computed once per call by the model's own rotary module
@@ -135,29 +164,45 @@ class Decoder:
         )
 
     def new_cache(self, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys (layers, B, nkv, d, S), stored transposed so q @ K^T reads rows of the cache directly, and
-        values (layers, B, nkv, S, d)."""
-        kshape = (len(self.layers), batch, self.kv_heads, self.head_dim, length)
-        vshape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(kshape, dtype=self.dtype, device=self.embed.device), torch.zeros(vshape, dtype=self.dtype, device=self.embed.device)
+        """Keys and values, each (layers, B, nkv, S, d): a step's attention reads the first `end` positions
+        of a (row, head) as one contiguous block."""
+        shape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
+        return torch.zeros(shape, dtype=self.dtype, device=self.embed.device), torch.zeros(shape, dtype=self.dtype, device=self.embed.device)
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """RMSNorm in the model's dtype, handed to the next matmul in the compute dtype."""
         return F.rms_norm(x, w.shape, w, self.eps).to(self.compute_dtype)
 
-    def attend(self, q: torch.Tensor, keys_t: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Attention of q (B, nq, t, d) over keys_t (B, nkv, d, S) and values (B, nkv, S, d).
+    def attend(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Attention of q (B, nq, t, d) over keys and values (B, nkv, S, d).
 
         Prefill (t > 1) uses SDPA with the boolean mask (B, 1, t, S). A one-token decode step takes an
         additive mask (B, 1, 1, S) and two batched matmuls with grouped heads (no K/V repeat)."""
         b, nq, t, d = q.shape
-        nkv = keys_t.shape[1]
+        nkv = keys.shape[1]
         if t > 1:
-            return F.scaled_dot_product_attention(q, keys_t.transpose(-1, -2), values, attn_mask=mask, enable_gqa=nq != nkv)
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=nq != nkv)
         qg = q.reshape(b, nkv, nq // nkv, d)  # (B, nkv, g, d)
-        scores = torch.matmul(qg, keys_t).mul_(d ** -0.5).add_(mask)  # (B, nkv, g, S)
+        scores = torch.matmul(qg, keys.transpose(-1, -2)).mul_(d ** -0.5).add_(mask)  # (B, nkv, g, S)
         out = torch.matmul(torch.softmax(scores, dim=-1), values)  # (B, nkv, g, d)
         return out.reshape(b, nq, 1, d)
+
+    def attend_native(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+        """`attend` for a one-token step through the native kernel: q (B, nq, 1, d); one layer's whole
+        cache, keys and values (cap, nkv, S, d), of which rows < B and positions < end are
+        read; valid (B, end) bool, a view with unit stride along keys; scratch: (nq/nkv) * end floats."""
+        b, nq, _, d = q.shape
+        nkv, end = keys.shape[1], valid.shape[1]
+        if end > keys.shape[-2] or end > values.shape[-2] or b > keys.shape[0] or valid.shape[0] != b:
+            raise ValueError(f"attend_native: {b} rows x {end} positions exceed the cache {tuple(keys.shape)}")
+        if q.stride(-1) != 1 or q.stride(1) != d or keys.stride(-1) != 1 or values.stride(-1) != 1 or valid.stride(-1) != 1 or valid.dtype != torch.bool:
+            raise ValueError("attend_native: unexpected memory layout of q, the cache or the mask")
+        out = torch.empty((b, nq, 1, d), dtype=torch.float32)
+        ks, vs = keys.stride(), values.stride()
+        rc = self.native.attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), valid.data_ptr(), out.data_ptr(), scratch.data_ptr(), b, nq // nkv, nkv, d, end, q.stride(0), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], valid.stride(0), d ** -0.5)
+        if rc != 0:
+            raise RuntimeError(f"native decode attention rejected its arguments (code {rc})")
+        return out
 
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
         """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, end) bool, where end =
@@ -171,7 +216,10 @@ class Decoder:
             raise ValueError("per-row cache slots need a one-token step")
         end = attn_mask.shape[-1] if per_row else start + t
         rows = torch.arange(b, device=ids.device) if per_row else None
-        if t == 1:  # additive mask, built once for all layers
+        native = self.native is not None and t == 1 and torch.get_num_threads() == 1  # the kernel runs on one thread
+        if native:  # the kernel reads the boolean mask (B, end) itself
+            valid, scratch = attn_mask[:, 0, 0], torch.empty(self.heads // self.kv_heads * end, dtype=torch.float32)
+        elif t == 1:  # additive mask, built once for all layers
             attn_mask = torch.zeros(attn_mask.shape, dtype=self.dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
@@ -184,12 +232,15 @@ class Decoder:
             qk, v = qkv[:, : nq + nkv], qkv[:, nq + nkv :]
             q, k = (qk * cos + rotate_half(qk) * sin).split([nq, nkv], dim=1)  # rope on q and k in one pass
             if per_row:  # (B, nkv, d) at each row's own slot
-                keys[i, rows, :, :, start] = k[:, :, 0]
+                keys[i, rows, :, start] = k[:, :, 0]
                 values[i, rows, :, start] = v[:, :, 0]
             else:
-                keys[i, :b, :, :, start:end] = k.transpose(-1, -2)
+                keys[i, :b, :, start:end] = k
                 values[i, :b, :, start:end] = v
-            att = self.attend(q, keys[i, :b, :, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
+            if native:
+                att = self.attend_native(q, keys[i], values[i], valid, scratch)
+            else:
+                att = self.attend(q, keys[i, :b, :, :end], values[i, :b, :, :end], attn_mask)  # (B, nq, t, d)
             x = x + F.linear(att.transpose(1, 2).reshape(b, t, nq * d).to(self.compute_dtype), w.o)
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
             x = x + F.linear(F.silu(gate) * up, w.down)

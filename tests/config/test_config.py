@@ -269,3 +269,13 @@ def test_rollout_shards_checks():
         load_config("default", ["rollout.shards=2", "rollout.backend=hf"])
     assert load_config("default", ["rollout.shards=1", "rollout.backend=hf"]).rollout.shards == 1
     assert load_config("default").rollout.shards == 0
+
+
+def test_rollout_attention_checks():
+    assert load_config("default").rollout.attention == "auto"
+    assert load_config("default", ["rollout.attention=torch"]).rollout.attention == "torch"
+    with pytest.raises(ConfigError, match="rollout.attention"):
+        load_config("default", ["rollout.attention=flash"])
+    with pytest.raises(ConfigError, match="rollout.attention='native' needs rollout.backend=ascent"):
+        load_config("default", ["rollout.attention=native", "rollout.backend=hf"])
+    assert load_config("default", ["rollout.backend=hf"]).rollout.attention == "auto"

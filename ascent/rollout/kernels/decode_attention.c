@@ -1,0 +1,115 @@
+/* ascent: one decode step of attention over the engine's KV cache, fp32, one thread.
+
+   Built at first use by ascent/rollout/kernels/__init__.py (cc -O3 -march=native) and called through
+   ctypes, which releases the GIL, so the decode shards of `rollout.shards` run it in parallel.
+
+   Why: on a CPU a decode step's attention is two batched matrix-vector products per layer (q . K^T, then
+   p . V) over B x nkv small matrices plus a mask, a scale and a softmax as separate tensor ops, each pass
+   re-reading its inputs and each small matrix paying a per-call overhead. This kernel does it in one pass
+   per (row, kv head): the first `end` cached keys and values of the pair are read once, as two contiguous
+   blocks, and the query heads of a GQA group share that read.
+
+   Layout (the engine's, see ascent/rollout/fast.py `Decoder.new_cache`), for rows b < B, kv heads h < nkv:
+     keys:          element (b, h, j, c) at b*k_sb + h*k_sh + j*k_sj + c
+     values:        element (b, h, j, c) at b*v_sb + h*v_sh + j*v_sj + c
+     q:             element (b, h*g + r, c) at b*q_sb + (h*g + r)*d + c
+     out (written): element (b, h*g + r, c) at ((b*nkv + h)*g + r)*d + c
+     valid:         key j of row b is attended when valid[b*sm + j] != 0 (every row has at least one)
+     scratch:       at least g*end floats
+   Compiled with finite math (vectorised expf): masked scores are a large negative finite number, not -inf.
+   Returns 0, or 1 on bad sizes. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MASKED (-3.0e38f)
+#define W 16 /* floats per vector (AVX-512; the compiler splits it on narrower machines) */
+typedef float vf __attribute__((vector_size(W * sizeof(float))));
+
+static inline vf load(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
+
+static inline float hsum(vf x) {
+    float s = 0.f;
+    for (int l = 0; l < W; l++) s += x[l];
+    return s;
+}
+
+/* p[j] = scale * q . k_j for j < end; four keys at a time so four dot products are in flight */
+static void scores(const float* restrict q, const float* restrict K, int64_t sj, int64_t d, int64_t end, float scale, float* restrict p) {
+    const int64_t dv = d - d % W;
+    int64_t j = 0;
+    for (; j + 4 <= end; j += 4) {
+        const float *k0 = K + j * sj, *k1 = k0 + sj, *k2 = k1 + sj, *k3 = k2 + sj;
+        vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (int64_t c = 0; c < dv; c += W) {
+            const vf x = load(q + c);
+            a0 += x * load(k0 + c);
+            a1 += x * load(k1 + c);
+            a2 += x * load(k2 + c);
+            a3 += x * load(k3 + c);
+        }
+        float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+        for (int64_t c = dv; c < d; c++) {
+            s0 += q[c] * k0[c];
+            s1 += q[c] * k1[c];
+            s2 += q[c] * k2[c];
+            s3 += q[c] * k3[c];
+        }
+        p[j] = s0 * scale;
+        p[j + 1] = s1 * scale;
+        p[j + 2] = s2 * scale;
+        p[j + 3] = s3 * scale;
+    }
+    for (; j < end; j++) {
+        const float* kj = K + j * sj;
+        vf a = {0};
+        for (int64_t c = 0; c < dv; c += W) a += load(q + c) * load(kj + c);
+        float s = hsum(a);
+        for (int64_t c = dv; c < d; c++) s += q[c] * kj[c];
+        p[j] = s * scale;
+    }
+}
+
+int ascent_decode_attention(const float* restrict q, const float* restrict k, const float* restrict v,
+                            const uint8_t* restrict valid, float* restrict out, float* restrict scratch,
+                            int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
+                            int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
+                            int64_t sm, float scale) {
+    if (B < 0 || g < 1 || nkv < 1 || d < 1 || end < 1) return 1;
+    for (int64_t b = 0; b < B; b++) {
+        const uint8_t* restrict m = valid + b * sm;
+        for (int64_t h = 0; h < nkv; h++) {
+            const float* restrict K = k + b * k_sb + h * k_sh;
+            const float* restrict V = v + b * v_sb + h * v_sh;
+            const float* restrict Q = q + b * q_sb + h * g * d;
+            float* restrict O = out + (b * nkv + h) * g * d;
+            for (int64_t r = 0; r < g; r++) {
+                float* restrict p = scratch + r * end;
+                scores(Q + r * d, K, k_sj, d, end, scale, p);
+                float top = MASKED; /* masked softmax over j */
+                for (int64_t j = 0; j < end; j++) {
+                    p[j] = m[j] ? p[j] : MASKED;
+                    top = p[j] > top ? p[j] : top;
+                }
+                float z = 0.f;
+                for (int64_t j = 0; j < end; j++) {
+                    const float e = expf(p[j] - top); /* masked: expf(-3e38 - top) = 0 */
+                    p[j] = e;
+                    z += e;
+                }
+                const float inv = 1.f / z;
+                for (int64_t j = 0; j < end; j++) p[j] *= inv;
+            }
+            for (int64_t i = 0; i < g * d; i++) O[i] = 0.f; /* out_r = sum_j p_r[j] v_j, one pass over the values */
+            for (int64_t j = 0; j < end; j++) {
+                const float* restrict vj = V + j * v_sj;
+                for (int64_t r = 0; r < g; r++) {
+                    const float w = scratch[r * end + j];
+                    float* restrict o = O + r * d;
+                    for (int64_t c = 0; c < d; c++) o[c] += w * vj[c];
+                }
+            }
+        }
+    }
+    return 0;
+}
