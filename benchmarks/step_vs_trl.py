@@ -91,6 +91,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--precision", choices=["model", "bfloat16"], default="model", help="ascent's rollout.precision (bfloat16: bf16 rollouts, fp32 learner, TIS cap 2)")
     p.add_argument("--shared-prefix", choices=["on", "off"], default="on", help="ascent's train.shared_prefix (off: every row's prompt forwarded again)")
     p.add_argument("--shards", type=int, default=0, help="ascent's rollout.shards (0: automatic, 1: one decode batch)")
+    p.add_argument("--malloc", choices=["tuned", "system"], default="tuned", help="ascent's `malloc` (tuned: freed blocks reused, see ascent.runtime.memory)")
+    p.add_argument("--trl-malloc", choices=["system", "tuned"], default="system", help="TRL's process: glibc's defaults, or ascent's tuned settings through glibc's MALLOC_* variables")
     p.add_argument("--prompts", type=int, default=16, help="prompts per step")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
@@ -162,7 +164,7 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
         "rollout.ignore_eos=true", "rollout.temperature=1.0", f"rollout.precision={args.precision}",
         f"train.shared_prefix={'true' if getattr(args, 'shared_prefix', 'on') == 'on' else 'false'}", f"rollout.shards={getattr(args, 'shards', 0)}",
         *(["algorithm.tis_cap=2.0"] if args.precision != "model" else []),
-        "logging.progress=false", f"seed={args.seed}", f"threads={args.threads}",
+        "logging.progress=false", f"seed={args.seed}", f"threads={args.threads}", f"malloc={getattr(args, 'malloc', 'tuned')}",
     ]
 
 
@@ -261,6 +263,8 @@ class TRLSide:
             "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed), "--lockstep",
         ]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
+        if args.trl_malloc == "tuned":  # ascent's allocator settings (ascent.runtime.memory.TUNED), set through the environment
+            env |= {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_TOP_PAD_": str(64 << 20)}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
         self.ready = False
         self.lines: list[str] = []
@@ -345,7 +349,7 @@ def summarize(args: argparse.Namespace, n_params: int, ascent_res: dict | None, 
     a_min = round(min(ascent_res["step_s"]), 4) if ascent_res else None
     t_min = round(min(trl_res["step_s"]), 4) if trl_res else None
     out.update(ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None)  # less sensitive to a busy machine
-    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "rollout_precision": args.precision, "backend": args.backend, "shared_prefix": args.shared_prefix, "shards": args.shards, "warmup": args.warmup, "steps": args.steps}
+    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "rollout_precision": args.precision, "backend": args.backend, "shared_prefix": args.shared_prefix, "shards": args.shards, "malloc": args.malloc, "trl_malloc": args.trl_malloc, "warmup": args.warmup, "steps": args.steps}
     if ascent_res:
         out["ascent"] = {**ascent_res, "step_s": [round(x, 4) for x in ascent_res["step_s"]], "phases": {k: round(v, 4) for k, v in ascent_res["phases"].items()}}
     if trl_res:

@@ -443,6 +443,10 @@ class RunConfig:
     """torch device."""
     threads: int = 0
     """torch intra-op threads (0: leave torch's default)."""
+    malloc: Literal["tuned", "system"] = "tuned"
+    """tuned: on Linux with glibc, large freed blocks stay in the heap for the next step's tensors instead of
+    going back to the system and faulting in again as fresh pages (mallopt: mmap threshold 32 MiB, trim
+    threshold 1 GiB, top pad 64 MiB; see ascent.runtime.memory); system: glibc's defaults."""
     reward: Union[str, list[str]] = "auto"
     """Reward function(s): registered names, `package.module:function` or `file.py:function`; auto: the task's."""
     reward_weights: Optional[list[float]] = None

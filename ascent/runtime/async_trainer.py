@@ -207,7 +207,7 @@ class AsyncTrainer(RLTrainer):
             log.warning("ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, in the order batches are consumed", r.reward_workers, ", ".join(self.parts.rewards.state_dict()))
         spec = RewardSpec.of(self.parts.rewards)
         rollout_rewards = None if self.score_here or scorers else spec
-        self.pool = WorkerPool(actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker), r.rollout_workers, scorer_factory(spec, r.num_cpus_per_worker), scorers)
+        self.pool = WorkerPool(actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker, self.cfg.malloc), r.rollout_workers, scorer_factory(spec, r.num_cpus_per_worker), scorers)
         self.pending = deque(self.resubmit(req, k) for k, req in enumerate(self.pending))  # in flight at the checkpoint: sampled again
 
     def resubmit(self, req: RolloutRequest, ahead: int) -> RolloutRequest:
@@ -276,11 +276,11 @@ def segment_seed(seed: int, segment: int) -> int:
     return (seed + segment * 0x9E3779B97F4A7C15) % (2**63)
 
 
-def actor_factory(collector: Any, rewards: Optional[RewardSpec], num_cpus: float) -> Callable[[int], Any]:
+def actor_factory(collector: Any, rewards: Optional[RewardSpec], num_cpus: float, malloc: str = "tuned") -> Callable[[int], Any]:
     """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once."""
     remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RolloutWorker)
     blob = ray.put(collector)
-    return lambda i: remote.remote(blob, rewards, max(1, int(num_cpus)))
+    return lambda i: remote.remote(blob, rewards, max(1, int(num_cpus)), malloc)
 
 
 def scorer_factory(rewards: RewardSpec, num_cpus: float) -> Callable[[int], Any]:

@@ -22,6 +22,7 @@ import torch
 from ascent.rewards.runner import RewardResult, RewardRunner, parse_spec_args
 from ascent.rollout.collector import Collector
 from ascent.rollout.types import RolloutBatch
+from ascent.runtime.memory import tune_malloc
 from ascent.runtime.partial import Carry, sample_segment, start, to_batch
 
 
@@ -146,8 +147,9 @@ def request_generator(req: RolloutRequest) -> torch.Generator:
 class RolloutWorker:
     """Samples and scores requested batches with its own copy of the policy."""
 
-    def __init__(self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1) -> None:
+    def __init__(self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1, malloc: str = "tuned") -> None:
         torch.set_num_threads(max(1, threads))
+        tune_malloc(malloc)
         self.collector = collector
         """Holds the worker's policy copy as `collector.policy` (SingleTurnCollector, AgentCollector)."""
         self.rewards = rewards.build() if rewards is not None else None

@@ -36,6 +36,7 @@ from ascent.rollout.collector import Collector
 from ascent.rollout.engine import RolloutEngine, make_engine
 from ascent.rollout.types import SamplingSettings
 from ascent.runtime import make_trainer
+from ascent.runtime.memory import tune_malloc
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
@@ -84,6 +85,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     """Build task, policy, encoder, rewards and evaluator for `cfg`."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    tune_malloc(cfg.malloc)
     seed_everything(cfg.seed)
     task = load_task(cfg.data, cfg.seed if cfg.data.split_seed is None else cfg.data.split_seed)
     policy = new_policy(cfg, task)
