@@ -15,6 +15,10 @@ adds HF generate on a bfloat16 copy of the model (`speedup_bf16_vs_hf_generate_b
 EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
 temperature 1.0.
 
+`--malloc tuned` (default) applies ascent's allocator setting to the whole process, as `ascent train` does
+(`malloc` in the run config, see `ascent.runtime.memory`): HF generate runs under it too; `--malloc system`
+keeps glibc's defaults for both.
+
 `--device cuda` puts the models on the GPU and runs the ascent and HF engines there; when vllm is
 importable it adds a vLLM column (`vllm_tokens_per_s`, `speedup_vs_vllm`; its first, untimed call
 starts vLLM). vLLM's samples differ from the others' (its own RNG), so compare tokens/s, not outputs.
@@ -102,7 +106,7 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
             "mean_completion_len_ascent": round(ours_len, 1), "mean_completion_len_hf": round(hf_len, 1), **extra,
         })
         print(f"  {model_name:8} {wl:11} ascent {ours:9.1f} tok/s  hf {hf:9.1f} tok/s  x{ours / hf:5.2f}", file=sys.stderr, flush=True)
-        print(json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "load": load()}), flush=True)  # as soon as measured
+        print(json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "malloc": args.malloc, "load": load()}), flush=True)  # as soon as measured
     return rows
 
 
@@ -122,7 +126,11 @@ def main() -> None:
     p.add_argument("--hf-bf16", action="store_true", help="also time HF generate on a bfloat16 copy of the model")
     p.add_argument("--one-batch", choices=["on", "off"], default="on", help="also time ascent's engine without sharded CPU decoding (rollout.shards=1)")
     p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="vLLM column (auto: on cuda when vllm is importable)")
+    p.add_argument("--malloc", choices=["tuned", "system"], default="tuned", help="the process's allocator (ascent's `malloc` setting, as `ascent train` applies it; HF generate runs in the same process under it)")
     args = p.parse_args()
+    from ascent.runtime.memory import tune_malloc
+
+    tune_malloc(args.malloc)
     from ascent.rollout.vllm_engine import unavailable_reason
 
     reason = unavailable_reason() if args.device.startswith("cuda") else "not on cuda"

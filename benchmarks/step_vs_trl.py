@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -197,9 +198,10 @@ class AscentSide:
         self.steps: list[dict[str, Any]] = []
 
     def step(self) -> float:
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         m = self.trainer.step()
-        self.steps.append({"wall": time.perf_counter() - t0, **m})
+        self.steps.append({"wall": time.perf_counter() - t0, "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, **m})
         return self.steps[-1]["wall"]
 
     def result(self) -> dict[str, Any]:
@@ -214,6 +216,7 @@ class AscentSide:
             "step_s": [s["wall"] for s in timed],
             "warmup_s": [round(s["wall"], 4) for s in steps[:warm]],
             "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
+            "minor_faults_per_step": median(s["minor_faults"] for s in timed),
             "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
             "completions_per_step": self.args.prompts * self.args.samples,
             "reward_std": [round(s["reward/std"], 4) for s in steps],

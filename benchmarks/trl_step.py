@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
@@ -90,11 +91,13 @@ def make_step_callback(clock: PhaseClock, lockstep: bool = False):
                     raise SystemExit("step_vs_trl.py closed the lockstep pipe")
             clock.snapshot()
             self.threads = torch.get_num_threads()
+            self._faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
             self._t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
             wall = time.perf_counter() - self._t0
-            self.steps.append({"wall": wall, **clock.snapshot()})
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - self._faults
+            self.steps.append({"wall": wall, "minor_faults": faults, **clock.snapshot()})
             if lockstep:
                 print(json.dumps({"event": "step", **self.steps[-1]}), flush=True)
 
@@ -162,6 +165,7 @@ def main() -> None:
         "step_s": [s["wall"] for s in timed],
         "warmup_s": [round(s["wall"], 4) for s in timer.steps[: args.warmup]],
         "phases": {k: round(v, 4) for k, v in phases.items()},
+        "minor_faults_per_step": statistics.median(s["minor_faults"] for s in timed),
         "completion_len_min": min(clock.lengths), "completion_len_max": max(clock.lengths),
         "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),
         "reward_std": clock.reward_std,
