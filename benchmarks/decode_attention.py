@@ -1,0 +1,85 @@
+"""ascent's rollout engine with the native decode-attention kernel against the same engine with torch ops,
+in one process, alternating call by call (ABBA), on the same model, prompts and seeds.
+
+`rollout.attention=native` runs a decode step's attention over the fp32 KV cache in one C pass per (row,
+kv head) (`ascent/rollout/kernels/decode_attention.c`); `torch` runs two batched matmuls, a mask, a scale
+and a softmax per layer. Both use the engine's defaults otherwise (on a CPU with two or more threads:
+sharded decoding, one 1-thread shard per thread, where the kernel applies). Per model, one JSON line:
+medians of tokens/s, the median of the paired ratios (native / torch, adjacent calls), the share of rows
+the two sampled identically and the largest difference of their sampled log-probs where they agree.
+
+    .venv/bin/python benchmarks/decode_attention.py [--models 3.17M,25M,smollm2] [--repeats 6] [--workload full64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import load, scratch_policy, smollm2_policy  # noqa: E402
+from rollout_throughput import WORKLOADS, prompt_ids  # noqa: E402
+
+from ascent.rollout import SamplingSettings, kernels  # noqa: E402
+from ascent.rollout.engine import FastEngine  # noqa: E402
+from ascent.runtime.memory import tune_malloc  # noqa: E402
+
+
+def agreement(a, b) -> dict:
+    """How far two generations of the same seed agree: the share of rows with identical tokens, and the
+    largest difference of sampled log-probs over the positions before each row's first differing token
+    (after it, the rows hold different sequences). A float-rounding difference can flip a sample where the
+    uniform lands on a boundary of the inverse CDF, most often among tail tokens of a large vocabulary."""
+    differ = a.tokens != b.tokens
+    first = torch.where(differ.any(1), differ.int().argmax(1), torch.tensor(differ.shape[1]))
+    common = torch.arange(differ.shape[1])[None] < first[:, None]
+    return {"identical_rows": round(float((~differ.any(1)).float().mean()), 4), "max_logprob_diff_common": float(((a.logprobs - b.logprobs).abs() * common).max())}
+
+
+def bench(name: str, workload: str, repeats: int, prompts: int, samples: int) -> dict:
+    policy = smollm2_policy() if name == "smollm2" else scratch_policy(name)
+    ids = prompt_ids(policy, name, prompts)
+    max_new, ignore_eos = WORKLOADS[workload]
+    s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=1.0, ignore_eos=ignore_eos)
+    engines = {mode: FastEngine(attention=mode) for mode in ("native", "torch")}
+    first = {mode: e.generate(policy.model, ids, samples, s, torch.Generator().manual_seed(0)) for mode, e in engines.items()}  # warm-up
+    rates: dict[str, list[float]] = {"native": [], "torch": []}
+    for r in range(repeats):
+        for mode in (("native", "torch") if r % 2 == 0 else ("torch", "native")):
+            t = time.perf_counter()
+            out = engines[mode].generate(policy.model, ids, samples, s, torch.Generator().manual_seed(r + 1))
+            rates[mode].append(float(out.lengths.sum()) / (time.perf_counter() - t))
+    return {
+        "model": name, "workload": workload, "sequences": prompts * samples, "threads": torch.get_num_threads(),
+        "shards": engines["native"].last_stats.get("shards"),
+        "native_tokens_per_s": round(statistics.median(rates["native"]), 1), "torch_tokens_per_s": round(statistics.median(rates["torch"]), 1),
+        "ratio_paired": round(statistics.median(a / b for a, b in zip(rates["native"], rates["torch"])), 3),
+        **agreement(first["native"], first["torch"]),
+        "repeats": repeats, "load": load(),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="3.17M,25M,smollm2", help="comma-separated: 3.17M, 25M, smollm2")
+    p.add_argument("--workload", choices=sorted(WORKLOADS), default="full64")
+    p.add_argument("--repeats", type=int, default=6, help="timed calls per setting")
+    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--samples", type=int, default=8)
+    args = p.parse_args()
+    tune_malloc("tuned")  # as `ascent train` runs
+    if kernels.load() is None:
+        raise SystemExit(f"the native kernel is unavailable here: {kernels.unavailable()}")
+    print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
+    for name in args.models.split(","):
+        print(json.dumps(bench(name, args.workload, args.repeats, args.prompts, args.samples)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
