@@ -4,9 +4,9 @@ A GRPO step allocates and frees the same large tensors every step: activations o
 and backward (tens of MB each for a 128-row batch), KV caches and logits of the rollout. glibc serves
 such blocks with `mmap` and gives them back with `munmap` on free, or trims the heap top, so the next
 step's tensors land on fresh pages that the kernel must fault in and zero, one 4 KiB page at a time.
-Measured on the `benchmarks/step_vs_trl.py` workload (3.17M Qwen2, 128 x 71 tokens, 2-core CPU): 760,000
-minor page faults per step with glibc's defaults, 110,000 with the settings below, and 0.79x the step
-time (in-process, alternating the two settings step by step). PyTorch's CPU performance guide
+Measured on the `benchmarks/step_vs_trl.py` workload (3.17M Qwen2, 128 x 71 tokens, 2-core CPU): ~100,000
+minor page faults per step with glibc's defaults, ~30 with the settings below applied at start, 2.85 ->
+2.22 s per step; 0.79x the step time when alternating the two settings step by step in one process. PyTorch's CPU performance guide
 recommends the same cure in the form of a caching allocator (jemalloc, tcmalloc via LD_PRELOAD); this
 gets most of it from glibc itself, without preloading anything:
 
