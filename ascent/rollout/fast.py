@@ -197,6 +197,8 @@ class Decoder:
             raise ValueError(f"attend_native: {b} rows x {end} positions exceed the cache {tuple(keys.shape)}")
         if q.stride(-1) != 1 or q.stride(1) != d or keys.stride(-1) != 1 or values.stride(-1) != 1 or valid.stride(-1) != 1 or valid.dtype != torch.bool:
             raise ValueError("attend_native: unexpected memory layout of q, the cache or the mask")
+        if any(x.dtype != torch.float32 for x in (q, keys, values, scratch)) or not scratch.is_contiguous() or scratch.numel() < nq // nkv * end:
+            raise ValueError("attend_native: q, the cache and the scratch must be float32, the scratch (nq/nkv) * end contiguous floats")
         out = torch.empty((b, nq, 1, d), dtype=torch.float32)
         ks, vs = keys.stride(), values.stride()
         rc = self.native.attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), valid.data_ptr(), out.data_ptr(), scratch.data_ptr(), b, nq // nkv, nkv, d, end, q.stride(0), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], valid.stride(0), d ** -0.5)

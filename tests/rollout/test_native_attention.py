@@ -71,6 +71,8 @@ def test_kernel_rejects_a_mask_wider_than_the_cache(native, tokenizer):
     keys = values = torch.zeros((3, 2, 10, 8))
     with pytest.raises(ValueError, match="exceed the cache"):
         dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 12), dtype=torch.bool), torch.empty(24))
+    with pytest.raises(ValueError, match="scratch"):
+        dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 10), dtype=torch.bool), torch.empty(19))
 
 
 @pytest.fixture
