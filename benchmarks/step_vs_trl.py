@@ -266,8 +266,10 @@ class TRLSide:
             "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed), "--lockstep",
         ]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
-        if args.trl_malloc == "tuned":  # ascent's allocator settings (ascent.runtime.memory.TUNED), set through the environment
-            env |= {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_TOP_PAD_": str(64 << 20)}
+        if args.trl_malloc == "tuned":  # ascent's allocator settings, set through the environment
+            from ascent.runtime.memory import tuned_env
+
+            env |= tuned_env()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
         self.ready = False
         self.lines: list[str] = []
