@@ -178,7 +178,7 @@ def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
 
     run, policy = prepare(cfg, run_dir, {})
     r = cfg.rollout
-    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards, r.attention)
+    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards, r.attention, r.decode_step)
     return run, RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings))
 
 

@@ -195,6 +195,10 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; got {cfg.rollout.shards} with {cfg.rollout.backend!r}")
     if cfg.rollout.attention != "auto" and cfg.rollout.backend != "ascent":
         raise ConfigError(f"rollout.attention={cfg.rollout.attention!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+    if cfg.rollout.decode_step != "auto" and cfg.rollout.backend != "ascent":
+        raise ConfigError(f"rollout.decode_step={cfg.rollout.decode_step!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+    if cfg.rollout.decode_step == "native" and (cfg.rollout.attention == "torch" or cfg.rollout.precision != "model"):
+        raise ConfigError(f"rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}")
     if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
         raise ConfigError(f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
     if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:

@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache, PreTrainedModel
 
 from ascent.registry import Registry
-from ascent.rollout.fast import ATTENTION, Decoder, supports
+from ascent.rollout.fast import ATTENTION, DECODE_STEP, Decoder, supports
 from ascent.rollout.sampling import draw_uniforms, sample_tokens
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue, balance_groups
 from ascent.rollout.types import Generation, SamplingSettings
@@ -187,7 +187,7 @@ class FastEngine:
     compact_fraction = 0.25
     """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0, attention: str = "auto") -> None:
+    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0, attention: str = "auto", decode_step: str = "auto") -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if max_active_sequences < 0:
@@ -198,7 +198,10 @@ class FastEngine:
             raise ValueError(f"shards must be >= 0 (0: one per CPU thread when the batch is large enough), got {shards}")
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
+        if decode_step not in DECODE_STEP:
+            raise ValueError(f"decode_step must be one of {DECODE_STEP}, got {decode_step!r}")
         self.attention = attention
+        self.decode_step = decode_step
         self.shards = shards
         self._warned_shards = False
         self.fallback = CachedEngine()
@@ -216,7 +219,7 @@ class FastEngine:
         if not supports(model):
             gen = self.fallback.generate(model, prompt_ids, n, s, generator)
         else:
-            dec = Decoder(model, self.compute_dtype, self.attention)
+            dec = Decoder(model, self.compute_dtype, self.attention, self.decode_step)
             device = dec.embed.device
             if self.compute_dtype is not None and not self._checked_bf16:
                 self._checked_bf16 = True
@@ -374,12 +377,14 @@ ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngin
 ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
 
 
-def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model", shards: int = 0, attention: str = "auto") -> RolloutEngine:
+def make_engine(name: str, max_active_sequences: int = 0, precision: str = "model", shards: int = 0, attention: str = "auto", decode_step: str = "auto") -> RolloutEngine:
     """An engine instance by backend name. `max_active_sequences` (0: no cap) bounds how many sequences
     decode at once (`rollout.max_active_sequences`); the `ascent` and `vllm` backends support a cap.
     `precision` (`rollout.precision`): "model" or "bfloat16", the latter for the `ascent` backend only.
     `shards` (`rollout.shards`): CPU decode shards of the `ascent` backend (0: automatic, 1: none).
-    `attention` (`rollout.attention`): the `ascent` backend's decode attention, "auto", "native" or "torch"."""
+    `attention` (`rollout.attention`): the `ascent` backend's decode attention, "auto", "native" or "torch".
+    `decode_step` (`rollout.decode_step`): the `ascent` backend's one-thread decode step, "auto", "native"
+    (one C call per step) or "torch"."""
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
@@ -389,8 +394,10 @@ def make_engine(name: str, max_active_sequences: int = 0, precision: str = "mode
         raise ValueError(f"rollout.shards must be >= 0 and values above 1 need the 'ascent' backend; got {shards} with {name!r}")
     if attention not in ATTENTION or (attention != "auto" and name != "ascent"):
         raise ValueError(f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; got {attention!r} with {name!r}")
+    if decode_step not in DECODE_STEP or (decode_step != "auto" and name != "ascent"):
+        raise ValueError(f"rollout.decode_step must be one of {DECODE_STEP} and other than 'auto' only with the 'ascent' backend; got {decode_step!r} with {name!r}")
     if name == "ascent":
-        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards, attention=attention)
+        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards, attention=attention, decode_step=decode_step)
     if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:

@@ -30,6 +30,7 @@ to summation order (~1e-7).
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +38,8 @@ import torch.nn.functional as F
 
 SUPPORTED = {"llama", "qwen2"}
 ATTENTION = ("auto", "native", "torch")
+DECODE_STEP = ("auto", "native", "torch")
+STEP_ERRORS = {1: "bad sizes", 2: "out of memory", 3: "a position outside the rope table", 4: "a cache column outside the cache", 5: "a token outside the vocabulary"}
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -108,7 +111,7 @@ class LayerWeights:
 class Decoder:
     """The weights of one model snapshot plus a functional forward with an external KV cache."""
 
-    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None, attention: str = "auto") -> None:
+    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None, attention: str = "auto", decode_step: str = "auto") -> None:
         model = unwrap(model)
         cfg = model.config
         self.model = model
@@ -124,7 +127,9 @@ class Decoder:
         self.layers = [self._layer(block, self.compute_dtype) for block in model.model.layers]
         self._cos = self._sin = None
         self.native = self._native_kernel(attention)
-        """The native decode-attention kernel when this decoder uses it, else None (torch ops)."""
+        """The native kernels when this decoder uses them (decode attention), else None (torch ops)."""
+        self.step_model = self._native_step(decode_step, attention)
+        """The `ascent_model` record of the native one-token step when this decoder uses it, else None."""
 
     def _native_kernel(self, attention: str):
         if attention not in ATTENTION:
@@ -142,12 +147,60 @@ class Decoder:
             raise RuntimeError(f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch")
         return native
 
+    def _native_step(self, decode_step: str, attention: str):
+        """The native whole-step kernel's model record (`kernels.Model`: sizes and weight addresses), or None
+        where the torch forward runs the step: `decode_step="torch"`, attention forced to torch ops, no
+        kernels, a non-fp32 or non-CPU model, bf16 block matrices, or no BLAS `sgemm_` to call."""
+        if decode_step not in DECODE_STEP:
+            raise ValueError(f"rollout.decode_step must be one of {DECODE_STEP}, got {decode_step!r}")
+        if decode_step == "torch":
+            return None
+        why = None
+        if attention == "torch":
+            why = "rollout.attention=torch keeps torch ops"
+        elif self.native is None:
+            from ascent.rollout import kernels
+
+            why = f"the native kernels are unavailable ({kernels.unavailable() or 'not an fp32 CPU model'})"
+        elif self.compute_dtype != torch.float32:
+            why = f"the block matrices are {self.compute_dtype} (rollout.precision), the native step is fp32"
+        elif self.native.step is None:
+            why = "torch exposes no BLAS sgemm_ to call"
+        if why is not None:
+            if decode_step == "native":
+                raise ValueError(f"rollout.decode_step=native: {why}; use auto or torch")
+            return None
+        from ascent.rollout import kernels
+
+        def table(xs: list[torch.Tensor | None]):
+            return (ctypes.c_void_p * len(xs))(*[None if x is None else x.data_ptr() for x in xs])
+
+        self._keep = [w if w.is_contiguous() else w.contiguous() for w in (self.embed, self.norm, self.lm_head)]
+        self.embed, self.norm, self.lm_head = self._keep
+        for w in self.layers:
+            for name in ("ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down"):
+                x = getattr(w, name)
+                if x is not None and not x.is_contiguous():
+                    setattr(w, name, x.contiguous())
+        tables = {name: table([getattr(w, name) for w in self.layers]) for name in ("ln_in", "qkv", "o", "ln_post", "gate_up", "down")}
+        tables["qkv_bias"] = table([w.qkv_bias for w in self.layers]) if self.layers[0].qkv_bias is not None else None
+        self._tables = tables  # the pointer arrays live as long as the decoder
+        cfg = self.model.config
+        blas = self.native.blas
+        return kernels.Model(
+            layers=len(self.layers), hidden=cfg.hidden_size, inter=cfg.intermediate_size, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
+            vocab=self.lm_head.shape[0], rope_len=0, eps=self.eps, embed=self.embed.data_ptr(), norm=self.norm.data_ptr(), lm_head=self.lm_head.data_ptr(), cos=None, sin=None,
+            **{name: None if t is None else ctypes.cast(t, ctypes.c_void_p) for name, t in tables.items()}, sgemm=blas.sgemm, set_threads_local=blas.set_threads_local,
+        )
+
     def rope_table(self, length: int) -> None:
         """cos/sin for positions 0..length-1, computed once per call by the model's own rotary module
         (so every rope variant the model supports is honoured)."""
         pos = torch.arange(length, device=self.embed.device)[None]
         cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
-        self._cos, self._sin = cos[0], sin[0]
+        self._cos, self._sin = cos[0].contiguous(), sin[0].contiguous()
+        if self.step_model is not None:
+            self.step_model.cos, self.step_model.sin, self.step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), length
 
     @staticmethod
     def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
@@ -206,6 +259,28 @@ class Decoder:
             raise RuntimeError(f"native decode attention rejected its arguments (code {rc})")
         return out
 
+    def forward_native(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+        """`forward` of a one-token step through the native whole-step kernel (`decode_step.c`): the same
+        computation in one call. ids, positions (B, 1); start an int or (B,) per-row columns."""
+        keys, values = cache
+        b = ids.shape[0]
+        end = attn_mask.shape[-1]
+        valid = attn_mask[:, 0, 0]  # (B, end) bool
+        if keys.dtype != torch.float32 or values.dtype != torch.float32 or keys.stride(-1) != 1 or values.stride(-1) != 1 or keys.shape[1] < b or values.shape != keys.shape:
+            raise ValueError("forward_native: the cache must be two fp32 tensors (layers, rows, nkv, S, d) with room for the batch")
+        if valid.dtype != torch.bool or valid.stride(-1) != 1 or valid.shape[0] != b:
+            raise ValueError("forward_native: the mask must be (B, 1, 1, end) bool with unit stride along keys")
+        cols = start.reshape(b) if isinstance(start, torch.Tensor) else torch.full((b,), start, dtype=torch.long)
+        ids, positions, cols = (x.reshape(b).to(torch.long).contiguous() for x in (ids, positions, cols))
+        if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
+            self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
+        logits = torch.empty((b, self.lm_head.shape[0]), dtype=torch.float32)
+        strides = [(ctypes.c_int64 * 4)(*x.stride()[:4]) for x in (keys, values)]
+        rc = self.native.step(ctypes.byref(self.step_model), b, ids.data_ptr(), positions.data_ptr(), cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
+        if rc != 0:
+            raise RuntimeError(f"native decode step rejected its arguments: {STEP_ERRORS.get(rc, f'code {rc}')}")
+        return logits
+
     def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
         """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, end) bool, where end =
         start+t. `start` may also be a (B,) tensor of per-row slots for a one-token step (rows at different
@@ -216,6 +291,8 @@ class Decoder:
         per_row = isinstance(start, torch.Tensor)
         if per_row and t != 1:
             raise ValueError("per-row cache slots need a one-token step")
+        if self.step_model is not None and t == 1 and torch.get_num_threads() == 1:  # the kernel runs on one thread
+            return self.forward_native(ids, positions, cache, start, attn_mask)
         end = attn_mask.shape[-1] if per_row else start + t
         rows = torch.arange(b, device=ids.device) if per_row else None
         native = self.native is not None and t == 1 and torch.get_num_threads() == 1  # the kernel runs on one thread

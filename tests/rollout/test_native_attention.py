@@ -86,7 +86,8 @@ def threads():
 @pytest.mark.parametrize(("cap", "shards", "n_threads"), [(0, 1, 1), (6, 1, 1), (0, 2, 2)])
 def test_engine_samples_the_same_with_either_attention(temperature, cap, shards, n_threads, native, tokenizer, threads, monkeypatch):
     """Whole rollouts (compaction, continuous batching with per-row cache slots, two 1-thread shards): same
-    tokens, log-probs within 1e-5, with the native kernel and with torch ops."""
+    tokens, log-probs within 1e-5, with the native kernel and with torch ops (both in the torch forward;
+    the native whole step, which calls the kernel from C, is tested in test_native_step.py)."""
     threads(n_threads)
     calls = []
     real = Decoder.attend_native
@@ -94,10 +95,10 @@ def test_engine_samples_the_same_with_either_attention(temperature, cap, shards,
     model = qwen(tokenizer, hidden=64, heads=4, kv_heads=2, seed=5)  # d = 16: the vector path
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     s = settings(tokenizer, temperature=temperature)
-    a = FastEngine(max_active_sequences=cap, shards=shards, attention="native").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    a = FastEngine(max_active_sequences=cap, shards=shards, attention="native", decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
     assert len(calls) >= 2 * 30  # every decode step of both layers
     calls.clear()
-    b = FastEngine(max_active_sequences=cap, shards=shards, attention="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    b = FastEngine(max_active_sequences=cap, shards=shards, attention="torch", decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
     assert not calls
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
@@ -108,6 +109,7 @@ def test_engine_samples_the_same_with_either_attention(temperature, cap, shards,
 def test_a_multithreaded_step_keeps_torch_ops(native, tokenizer, threads, monkeypatch):
     threads(2)
     monkeypatch.setattr(Decoder, "attend_native", lambda *a: pytest.fail("the kernel ran on a 2-thread step"))
+    monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
     FastEngine(shards=1, attention="native").generate(qwen(tokenizer, 32, 4, 2), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
 
 
@@ -128,6 +130,7 @@ def test_disabled_kernel_falls_back_or_fails_clearly(fresh_kernels, monkeypatch,
     assert "ASCENT_NATIVE=0" in kernels.unavailable() and "unavailable" in caplog.text
     with pytest.raises(RuntimeError, match="native kernel is unavailable .*ASCENT_NATIVE=0"):
         Decoder(model, attention="native")
+    assert Decoder(model).step_model is None
     gen = FastEngine().generate(model, [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), torch.Generator().manual_seed(0))
     assert gen.tokens.shape == (2, 5)  # the torch path still samples
 

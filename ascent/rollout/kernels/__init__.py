@@ -1,8 +1,13 @@
 """Native CPU kernels of the rollout engine, compiled at first use and loaded with ctypes.
 
-One kernel today: `decode_attention.c`, a decode step's attention over the engine's fp32 KV cache in one
-pass (scores, mask, softmax and the weighted sum of values), called by `ascent.rollout.fast.Decoder` in
-place of two batched matrix-vector products and four element-wise ops per layer.
+Two kernels, called by `ascent.rollout.fast.Decoder` for a one-token step on one thread:
+- `decode_attention.c`: a decode step's attention over the engine's fp32 KV cache in one pass (scores,
+  mask, softmax and the weighted sum of values) in place of two batched matrix-vector products and four
+  element-wise ops per layer;
+- `decode_step.c`: the whole one-token forward of a Llama/Qwen2 model (embedding, norms, projections,
+  rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
+  through the BLAS `sgemm_` torch itself links (`blas()`: torch's MKL; `step` is None where torch exposes
+  none, and the decoder then calls the attention kernel from its torch forward).
 
 Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native` and finite math (vectorised
 `expf`), compiled and linked in two steps so that the shared object does not switch the process's
@@ -30,17 +35,41 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-SOURCE = Path(__file__).with_name("decode_attention.c")
+HERE = Path(__file__).parent
+SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c"]
+HEADERS = [HERE / "kernels.h"]
 COMPILE_FLAGS = ["-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffinite-math-only", "-funsafe-math-optimizations", "-std=c99"]
 LINK_FLAGS = ["-shared", "-lm"]
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 
 
+class Model(ctypes.Structure):
+    """`ascent_model` of decode_step.c: a model's sizes and weight pointers (built by `Decoder`)."""
+
+    _fields_ = [(name, _I64) for name in ("layers", "hidden", "inter", "heads", "kv_heads", "head_dim", "vocab", "rope_len")] + [
+        ("eps", ctypes.c_float),
+        *[(name, _PTR) for name in ("embed", "norm", "lm_head", "cos", "sin", "ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down", "sgemm", "set_threads_local")],
+    ]
+
+
+@dataclass(frozen=True)
+class Blas:
+    """Addresses of a Fortran-interface `sgemm_` (32-bit integers) and, for MKL, its C
+    `MKL_Set_Num_Threads_Local` (what mkl_service.h calls `mkl_set_num_threads_local`)."""
+
+    sgemm: int
+    set_threads_local: int | None
+    source: str
+
+
 @dataclass(frozen=True)
 class Native:
-    """The loaded kernels (`attention`: the ctypes function) and where the shared object lives."""
+    """The loaded kernels (ctypes functions: `attention`; `step`, None without a BLAS to call) and where
+    the shared object lives."""
 
     attention: ctypes._CFuncPtr
+    step: ctypes._CFuncPtr | None
+    blas: Blas | None
     path: Path
 
 
@@ -77,14 +106,15 @@ def compiler() -> str | None:
 def build(cc: str, out_dir: Path) -> Path:
     """Compile the kernels with `cc` into `out_dir` (once per source/flags/compiler/CPU); return the .so."""
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\0".join([SOURCE.read_text(), *COMPILE_FLAGS, *LINK_FLAGS, version, cpu_flags(), platform.machine()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256("\0".join([*(f.read_text() for f in SOURCES + HEADERS), *COMPILE_FLAGS, *LINK_FLAGS, version, cpu_flags(), platform.machine()]).encode()).hexdigest()[:16]
     target = out_dir / f"ascent_kernels-{key}.so"
     if target.exists():
         return target
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="build-", dir=out_dir) as tmp:
-        obj, lib = Path(tmp) / "kernels.o", Path(tmp) / "kernels.so"
-        for cmd in ([cc, *COMPILE_FLAGS, "-c", str(SOURCE), "-o", str(obj)], [cc, str(obj), "-o", str(lib), *LINK_FLAGS]):
+        objs, lib = [Path(tmp) / f"{src.stem}.o" for src in SOURCES], Path(tmp) / "kernels.so"
+        compile_ = [[cc, *COMPILE_FLAGS, f"-I{HERE}", "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs)]
+        for cmd in [*compile_, [cc, *map(str, objs), "-o", str(lib), *LINK_FLAGS]]:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
                 raise RuntimeError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[-400:]}")
@@ -92,12 +122,30 @@ def build(cc: str, out_dir: Path) -> Path:
     return target
 
 
+def blas() -> Blas | None:
+    """The `sgemm_` of the BLAS torch links (MKL in the x86 wheels), so the step's matrix products are the
+    ones `F.linear` computes; None where torch's library does not export one."""
+    import torch
+
+    try:
+        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / ("libtorch_cpu.dylib" if platform.system() == "Darwin" else "libtorch_cpu.so")))
+        sgemm = ctypes.cast(lib.sgemm_, _PTR).value
+    except (OSError, AttributeError):
+        return None
+    threads = getattr(lib, "MKL_Set_Num_Threads_Local", None)  # the C entry (mkl_set_num_threads_local is Fortran's, by pointer)
+    return Blas(sgemm, None if threads is None else ctypes.cast(threads, _PTR).value, "torch (MKL)" if threads is not None else "torch")
+
+
 def _bind(path: Path) -> Native:
     lib = ctypes.CDLL(str(path))
-    fn = lib.ascent_decode_attention
-    fn.restype = ctypes.c_int
-    fn.argtypes = [_PTR] * 6 + [_I64] * 13 + [ctypes.c_float]
-    return Native(fn, path)
+    attention = lib.ascent_decode_attention
+    attention.restype = ctypes.c_int
+    attention.argtypes = [_PTR] * 6 + [_I64] * 13 + [ctypes.c_float]
+    step = lib.ascent_decode_step
+    step.restype = ctypes.c_int
+    step.argtypes = [ctypes.POINTER(Model), _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]
+    found = blas()
+    return Native(attention, step if found is not None else None, found, path)
 
 
 def load() -> Native | None:

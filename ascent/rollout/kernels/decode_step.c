@@ -1,0 +1,162 @@
+/* ascent: one whole decode step of a Llama/Qwen2 model, fp32, one thread, in one call.
+
+   Built with decode_attention.c by ascent/rollout/kernels/__init__.py and called through ctypes (the GIL
+   is released for the call), by ascent/rollout/fast.py `Decoder.forward` for a one-token step running on
+   one intra-op thread (each shard of a sharded CPU rollout).
+
+   Why: a decode step of a small model on one core is ~70 tensor ops (norms, projections, rope, cache
+   writes, attention, activations, residual adds) of which only the ~5 matrix products per layer do real
+   work; the rest cost a dispatch each, allocate their outputs, and hold the GIL the decode shards share.
+   Here the matrix products go to the BLAS torch itself uses (its `sgemm_`, handed over as a function
+   pointer, so the products are the ones `F.linear` computes), the residual adds are folded into them
+   (beta = 1), and norms, rope, cache writes, attention and SiLU run as plain loops over the step's rows.
+
+   The forward is the one of `Decoder.forward` (HF's Llama/Qwen2): per layer
+     h = rms(x) * ln_in;  [q|k|v] = h Wqkv^T (+ bias);  q, k = rope(q, k);  cache[col] = k, v
+     x += attention(q, cache) Wo^T;  h = rms(x) * ln_post;  [g|u] = h Wgu^T;  x += (silu(g) * u) Wd^T
+   then logits = (rms(x) * norm) Wlm^T. rms(x) = x / sqrt(mean(x^2) + eps).
+
+   Row b feeds token tokens[b] at rope position positions[b], writes its keys and values at cache column
+   cols[b] (each row its own column: lockstep and continuous batching alike) and attends to the columns
+   j < end with valid[b*sm + j] != 0. Cache layout: element (layer l, row b, kv head h, column j, c) at
+   l*s[0] + b*s[1] + h*s[2] + j*s[3] + c, keys and values alike (see `Decoder.new_cache`).
+   Returns 0; 1 on bad sizes, 2 when out of memory, 3 for a position outside the rope table, 4 for a column
+   outside the cache, 5 for a token outside the vocabulary. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* Fortran BLAS sgemm (column-major, 32-bit integers), as MKL and OpenBLAS export it */
+typedef void (*sgemm_fn)(const char* ta, const char* tb, const int* m, const int* n, const int* k, const float* alpha,
+                         const float* a, const int* lda, const float* b, const int* ldb, const float* beta, float* c,
+                         const int* ldc);
+typedef int (*threads_fn)(int); /* mkl_set_num_threads_local: returns the previous thread-local setting */
+
+typedef struct {
+    int64_t layers, hidden, inter, heads, kv_heads, head_dim, vocab, rope_len;
+    float eps;
+    const float *embed, *norm, *lm_head; /* (V, H), (H,), (V, H) */
+    const float *cos, *sin;              /* (rope_len, d) each, HF's duplicated-halves convention */
+    const float* const* ln_in;           /* per layer: (H,) */
+    const float* const* qkv;             /* ((nq + 2 nkv) d, H) */
+    const float* const* qkv_bias;        /* ((nq + 2 nkv) d,) each, or NULL for none */
+    const float* const* o;               /* (H, nq d) */
+    const float* const* ln_post;         /* (H,) */
+    const float* const* gate_up;         /* (2 I, H) */
+    const float* const* down;            /* (H, I) */
+    sgemm_fn sgemm;
+    threads_fn set_threads_local; /* NULL when the BLAS has none */
+} ascent_model;
+
+#define W 16
+typedef float vf __attribute__((vector_size(W * sizeof(float))));
+static inline vf vload(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
+static inline void vstore(float* p, vf x) { memcpy(p, &x, sizeof x); }
+
+/* y (M, N) = x (M, K) . w (N, K)^T + beta * y: row-major, i.e. column-major y^T = w^T^T . x^T */
+static void linear(const ascent_model* m, const float* x, int64_t M, int64_t K, const float* w, int64_t N, float beta, float* y) {
+    const int n = (int)N, mm = (int)M, k = (int)K;
+    const float one = 1.f;
+    m->sgemm("T", "N", &n, &mm, &k, &one, w, &k, x, &k, &beta, y, &n);
+}
+
+/* out = x / sqrt(mean(x^2) + eps) * w, per row of H */
+static void rms(const float* restrict x, const float* restrict w, float* restrict out, int64_t B, int64_t H, float eps) {
+    const int64_t hv = H - H % W;
+    for (int64_t b = 0; b < B; b++) {
+        const float* xr = x + b * H;
+        float* o = out + b * H;
+        vf acc = {0};
+        for (int64_t c = 0; c < hv; c += W) {
+            const vf v = vload(xr + c);
+            acc += v * v;
+        }
+        float ss = 0.f;
+        for (int l = 0; l < W; l++) ss += acc[l];
+        for (int64_t c = hv; c < H; c++) ss += xr[c] * xr[c];
+        const float r = 1.f / sqrtf(ss / (float)H + eps);
+        for (int64_t c = 0; c < H; c++) o[c] = (xr[c] * r) * w[c];
+    }
+}
+
+/* HF rope on one head in place: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] */
+static void rope(float* restrict x, const float* restrict cs, const float* restrict sn, int64_t d, float* restrict tmp) {
+    const int64_t half = d / 2;
+    memcpy(tmp, x, (size_t)d * sizeof(float));
+    for (int64_t c = 0; c < half; c++) x[c] = tmp[c] * cs[c] + (-tmp[c + half]) * sn[c];
+    for (int64_t c = half; c < d; c++) x[c] = tmp[c] * cs[c] + tmp[c - half] * sn[c];
+}
+
+int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict tokens, const int64_t* restrict positions,
+                       const int64_t* restrict cols, float* keys, float* values, const int64_t* ks, const int64_t* vs,
+                       int64_t cache_len, const uint8_t* valid, int64_t sm, int64_t end, float* restrict logits) {
+    const int64_t H = m->hidden, I = m->inter, nq = m->heads, nkv = m->kv_heads, d = m->head_dim, V = m->vocab;
+    const int64_t dq = (nq + 2 * nkv) * d, g = nkv > 0 ? nq / nkv : 0;
+    if (B < 1 || H < 1 || I < 1 || d < 2 || d % 2 || nkv < 1 || nq % nkv || V < 1 || m->layers < 1 || end < 1 || end > cache_len)
+        return 1;
+    if (H > INT32_MAX || 2 * I > INT32_MAX || dq > INT32_MAX || V > INT32_MAX || B > INT32_MAX) return 1;
+    for (int64_t b = 0; b < B; b++) {
+        if (positions[b] < 0 || positions[b] >= m->rope_len) return 3;
+        if (cols[b] < 0 || cols[b] >= end) return 4;
+        if (tokens[b] < 0 || tokens[b] >= V) return 5;
+    }
+    const int64_t floats = B * (2 * H + dq + nq * d + 3 * I) + g * end + d;
+    float* work = malloc((size_t)floats * sizeof(float));
+    if (!work) return 2;
+    float *x = work, *h = x + B * H, *qkv = h + B * H, *att = qkv + B * dq, *gu = att + B * nq * d, *act = gu + B * 2 * I;
+    float *scratch = act + B * I, *tmp = scratch + g * end;
+    const int previous = m->set_threads_local ? m->set_threads_local(1) : 0;
+
+    for (int64_t b = 0; b < B; b++) memcpy(x + b * H, m->embed + tokens[b] * H, (size_t)H * sizeof(float));
+    for (int64_t l = 0; l < m->layers; l++) {
+        rms(x, m->ln_in[l], h, B, H, m->eps);
+        if (m->qkv_bias && m->qkv_bias[l]) {
+            for (int64_t b = 0; b < B; b++) memcpy(qkv + b * dq, m->qkv_bias[l], (size_t)dq * sizeof(float));
+            linear(m, h, B, H, m->qkv[l], dq, 1.f, qkv);
+        } else {
+            linear(m, h, B, H, m->qkv[l], dq, 0.f, qkv);
+        }
+        float* kl = keys + l * ks[0];
+        float* vl = values + l * vs[0];
+        for (int64_t b = 0; b < B; b++) {
+            float* row = qkv + b * dq;
+            const float *cs = m->cos + positions[b] * d, *sn = m->sin + positions[b] * d;
+            for (int64_t hd = 0; hd < nq + nkv; hd++) rope(row + hd * d, cs, sn, d, tmp);
+            for (int64_t hd = 0; hd < nkv; hd++) {
+                memcpy(kl + b * ks[1] + hd * ks[2] + cols[b] * ks[3], row + (nq + hd) * d, (size_t)d * sizeof(float));
+                memcpy(vl + b * vs[1] + hd * vs[2] + cols[b] * vs[3], row + (nq + nkv + hd) * d, (size_t)d * sizeof(float));
+            }
+        }
+        if (ascent_decode_attention(qkv, kl, vl, valid, att, scratch, B, g, nkv, d, end, dq, ks[1], ks[2], ks[3], vs[1], vs[2], vs[3], sm, 1.f / sqrtf((float)d))) {
+            free(work);
+            if (m->set_threads_local) m->set_threads_local(previous);
+            return 1;
+        }
+        linear(m, att, B, nq * d, m->o[l], H, 1.f, x); /* x += att Wo^T */
+        rms(x, m->ln_post[l], h, B, H, m->eps);
+        linear(m, h, B, H, m->gate_up[l], 2 * I, 0.f, gu);
+        const int64_t iv = I - I % W;
+        for (int64_t b = 0; b < B; b++) {
+            const float* gr = gu + b * 2 * I;
+            const float* ur = gr + I;
+            float* ar = act + b * I;
+            int64_t j = 0;
+            for (; j < iv; j += W) {
+                const vf gv = vload(gr + j);
+                vf e;
+                for (int t = 0; t < W; t++) e[t] = expf(-gv[t]);
+                vstore(ar + j, gv / (1.f + e) * vload(ur + j));
+            }
+            for (; j < I; j++) ar[j] = gr[j] / (1.f + expf(-gr[j])) * ur[j];
+        }
+        linear(m, act, B, I, m->down[l], H, 1.f, x); /* x += act Wd^T */
+    }
+    rms(x, m->norm, h, B, H, m->eps);
+    linear(m, h, B, H, m->lm_head, V, 0.f, logits);
+    if (m->set_threads_local) m->set_threads_local(previous);
+    free(work);
+    return 0;
+}
