@@ -148,9 +148,10 @@ class Decoder:
         return native
 
     def _native_step(self, decode_step: str, attention: str):
-        """The native whole-step kernel's model record (`kernels.Model`: sizes and weight addresses), or None
-        where the torch forward runs the step: `decode_step="torch"`, attention forced to torch ops, no
-        kernels, a non-fp32 or non-CPU model, bf16 block matrices, or no BLAS `sgemm_` to call."""
+        """The native whole-step kernel's model record (`kernels.Model`: sizes and the addresses of the
+        weights, the matrices packed into column panels once per decoder), or None where the torch forward
+        runs the step: `decode_step="torch"`, attention forced to torch ops, no kernels, a non-fp32 or
+        non-CPU model, or bf16 block matrices."""
         if decode_step not in DECODE_STEP:
             raise ValueError(f"rollout.decode_step must be one of {DECODE_STEP}, got {decode_step!r}")
         if decode_step == "torch":
@@ -164,33 +165,30 @@ class Decoder:
             why = f"the native kernels are unavailable ({kernels.unavailable() or 'not an fp32 CPU model'})"
         elif self.compute_dtype != torch.float32:
             why = f"the block matrices are {self.compute_dtype} (rollout.precision), the native step is fp32"
-        elif self.native.step is None:
-            why = "torch exposes no BLAS sgemm_ to call"
         if why is not None:
             if decode_step == "native":
                 raise ValueError(f"rollout.decode_step=native: {why}; use auto or torch")
             return None
         from ascent.rollout import kernels
 
-        def table(xs: list[torch.Tensor | None]):
-            return (ctypes.c_void_p * len(xs))(*[None if x is None else x.data_ptr() for x in xs])
+        pack = self.native.pack
+        packed = {name: [pack(getattr(w, name)) for w in self.layers] for name in ("qkv", "o", "gate_up", "down")}
+        vectors = {name: [getattr(w, name).detach().contiguous() for w in self.layers] for name in ("ln_in", "ln_post")}
+        bias = [w.qkv_bias.detach().contiguous() for w in self.layers] if self.layers[0].qkv_bias is not None else None
+        embed, norm, lm_head = self.embed.detach().contiguous(), self.norm.detach().contiguous(), pack(self.lm_head)
+        self._tables: list = []
 
-        self._keep = [w if w.is_contiguous() else w.contiguous() for w in (self.embed, self.norm, self.lm_head)]
-        self.embed, self.norm, self.lm_head = self._keep
-        for w in self.layers:
-            for name in ("ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down"):
-                x = getattr(w, name)
-                if x is not None and not x.is_contiguous():
-                    setattr(w, name, x.contiguous())
-        tables = {name: table([getattr(w, name) for w in self.layers]) for name in ("ln_in", "qkv", "o", "ln_post", "gate_up", "down")}
-        tables["qkv_bias"] = table([w.qkv_bias for w in self.layers]) if self.layers[0].qkv_bias is not None else None
-        self._tables = tables  # the pointer arrays live as long as the decoder
+        def table(xs: list[torch.Tensor]):  # a C array of the tensors' addresses
+            t = (ctypes.c_void_p * len(xs))(*[x.data_ptr() for x in xs])
+            self._tables.append((t, xs))  # the array and its tensors live as long as the decoder
+            return ctypes.cast(t, ctypes.c_void_p)
+
+        self._tables.append((embed, norm, lm_head))
         cfg = self.model.config
-        blas = self.native.blas
         return kernels.Model(
             layers=len(self.layers), hidden=cfg.hidden_size, inter=cfg.intermediate_size, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-            vocab=self.lm_head.shape[0], rope_len=0, eps=self.eps, embed=self.embed.data_ptr(), norm=self.norm.data_ptr(), lm_head=self.lm_head.data_ptr(), cos=None, sin=None,
-            **{name: None if t is None else ctypes.cast(t, ctypes.c_void_p) for name, t in tables.items()}, sgemm=blas.sgemm, set_threads_local=blas.set_threads_local,
+            vocab=self.lm_head.shape[0], rope_len=0, eps=self.eps, embed=embed.data_ptr(), norm=norm.data_ptr(), lm_head=lm_head.data_ptr(), cos=None, sin=None,
+            qkv_bias=None if bias is None else table(bias), **{name: table(ws) for name, ws in (packed | vectors).items()},
         )
 
     def rope_table(self, length: int) -> None:

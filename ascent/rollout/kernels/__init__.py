@@ -6,8 +6,7 @@ Two kernels, called by `ascent.rollout.fast.Decoder` for a one-token step on one
   element-wise ops per layer;
 - `decode_step.c`: the whole one-token forward of a Llama/Qwen2 model (embedding, norms, projections,
   rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
-  through the BLAS `sgemm_` torch itself links (`blas()`: torch's MKL; `step` is None where torch exposes
-  none, and the decoder then calls the attention kernel from its torch forward).
+  through a register-tiled kernel over weights packed once per rollout into column panels (`pack`).
 
 Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native` and finite math (vectorised
 `expf`), compiled and linked in two steps so that the shared object does not switch the process's
@@ -48,29 +47,44 @@ class Model(ctypes.Structure):
 
     _fields_ = [(name, _I64) for name in ("layers", "hidden", "inter", "heads", "kv_heads", "head_dim", "vocab", "rope_len")] + [
         ("eps", ctypes.c_float),
-        *[(name, _PTR) for name in ("embed", "norm", "lm_head", "cos", "sin", "ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down", "sgemm", "set_threads_local")],
+        *[(name, _PTR) for name in ("embed", "norm", "lm_head", "cos", "sin", "ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down")],
     ]
 
 
 @dataclass(frozen=True)
-class Blas:
-    """Addresses of a Fortran-interface `sgemm_` (32-bit integers) and, for MKL, its C
-    `MKL_Set_Num_Threads_Local` (what mkl_service.h calls `mkl_set_num_threads_local`)."""
-
-    sgemm: int
-    set_threads_local: int | None
-    source: str
-
-
-@dataclass(frozen=True)
 class Native:
-    """The loaded kernels (ctypes functions: `attention`; `step`, None without a BLAS to call) and where
-    the shared object lives."""
+    """The loaded kernels (ctypes functions) and where the shared object lives."""
 
     attention: ctypes._CFuncPtr
-    step: ctypes._CFuncPtr | None
-    blas: Blas | None
+    step: ctypes._CFuncPtr
+    packed_floats: ctypes._CFuncPtr
+    pack_fn: ctypes._CFuncPtr
+    linear_fn: ctypes._CFuncPtr
     path: Path
+
+    def pack(self, w: "torch.Tensor") -> "torch.Tensor":
+        """A linear layer's weight (N, K), fp32 on the CPU, packed into the column panels `linear` and the
+        decode step read: a new 1-D tensor of `ascent_packed_floats(N, K)` floats."""
+        import torch
+
+        if w.dim() != 2 or w.dtype != torch.float32 or w.device.type != "cpu":
+            raise ValueError(f"pack: a 2-D float32 CPU weight, got {tuple(w.shape)} {w.dtype} on {w.device}")
+        w = w.detach().contiguous()
+        out = torch.empty(self.packed_floats(*w.shape), dtype=torch.float32)
+        self.pack_fn(w.data_ptr(), *w.shape, out.data_ptr())
+        return out
+
+    def linear(self, x: "torch.Tensor", packed: "torch.Tensor", n: int, bias: "torch.Tensor | None" = None) -> "torch.Tensor":
+        """x (M, K) @ w.T (+ bias) through the step's matrix kernel, w given `pack`ed with N = n rows."""
+        import torch
+
+        x = x.contiguous()
+        m, k = x.shape
+        if x.dtype != torch.float32 or packed.numel() != self.packed_floats(n, k) or (bias is not None and bias.shape != (n,)):
+            raise ValueError("linear: x must be float32 and the packed weight (and bias) must match its width")
+        y = torch.empty((m, n), dtype=torch.float32)
+        self.linear_fn(x.data_ptr(), m, k, packed.data_ptr(), n, None if bias is None else bias.contiguous().data_ptr(), 0, y.data_ptr())
+        return y
 
 
 @dataclass(frozen=True)
@@ -122,20 +136,6 @@ def build(cc: str, out_dir: Path) -> Path:
     return target
 
 
-def blas() -> Blas | None:
-    """The `sgemm_` of the BLAS torch links (MKL in the x86 wheels), so the step's matrix products are the
-    ones `F.linear` computes; None where torch's library does not export one."""
-    import torch
-
-    try:
-        lib = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / ("libtorch_cpu.dylib" if platform.system() == "Darwin" else "libtorch_cpu.so")))
-        sgemm = ctypes.cast(lib.sgemm_, _PTR).value
-    except (OSError, AttributeError):
-        return None
-    threads = getattr(lib, "MKL_Set_Num_Threads_Local", None)  # the C entry (mkl_set_num_threads_local is Fortran's, by pointer)
-    return Blas(sgemm, None if threads is None else ctypes.cast(threads, _PTR).value, "torch (MKL)" if threads is not None else "torch")
-
-
 def _bind(path: Path) -> Native:
     lib = ctypes.CDLL(str(path))
     attention = lib.ascent_decode_attention
@@ -144,8 +144,13 @@ def _bind(path: Path) -> Native:
     step = lib.ascent_decode_step
     step.restype = ctypes.c_int
     step.argtypes = [ctypes.POINTER(Model), _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]
-    found = blas()
-    return Native(attention, step if found is not None else None, found, path)
+    packed_floats = lib.ascent_packed_floats
+    packed_floats.restype, packed_floats.argtypes = _I64, [_I64, _I64]
+    pack = lib.ascent_pack
+    pack.restype, pack.argtypes = None, [_PTR, _I64, _I64, _PTR]
+    linear = lib.ascent_linear
+    linear.restype, linear.argtypes = None, [_PTR, _I64, _I64, _PTR, _I64, _PTR, ctypes.c_int, _PTR]
+    return Native(attention, step, packed_floats, pack, linear, path)
 
 
 def load() -> Native | None:
