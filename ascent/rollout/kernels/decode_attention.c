@@ -70,6 +70,42 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
     }
 }
 
+/* o[:n W] = sum_j p[j] v_j[:n W] with the n output vectors held in registers across all j (n constant at
+   each call site, so the loop over them unrolls) */
+static inline __attribute__((always_inline)) void values_block(const float* restrict V, int64_t sj, int64_t end, const float* restrict p, float* restrict o, const int n) {
+    vf acc[8];
+    for (int v = 0; v < n; v++) acc[v] = (vf){0};
+    for (int64_t j = 0; j < end; j++) {
+        const float w = p[j];
+        const float* restrict vj = V + j * sj;
+        for (int v = 0; v < n; v++) acc[v] += w * load(vj + v * W);
+    }
+    for (int v = 0; v < n; v++) memcpy(o + v * W, &acc[v], sizeof(vf));
+}
+
+/* o[c] = sum_j p[j] v_j[c] for c < d: blocks of up to 8 vectors, then the columns past the last vector */
+static void weighted_values(const float* restrict V, int64_t sj, int64_t d, int64_t end, const float* restrict p, float* restrict o) {
+    const int64_t dv = d - d % W;
+    for (int64_t c0 = 0; c0 < dv; c0 += 8 * W) {
+        const int64_t left = (dv - c0) / W;
+        switch (left >= 8 ? 8 : left) {
+            case 8: values_block(V + c0, sj, end, p, o + c0, 8); break;
+            case 7: values_block(V + c0, sj, end, p, o + c0, 7); break;
+            case 6: values_block(V + c0, sj, end, p, o + c0, 6); break;
+            case 5: values_block(V + c0, sj, end, p, o + c0, 5); break;
+            case 4: values_block(V + c0, sj, end, p, o + c0, 4); break;
+            case 3: values_block(V + c0, sj, end, p, o + c0, 3); break;
+            case 2: values_block(V + c0, sj, end, p, o + c0, 2); break;
+            default: values_block(V + c0, sj, end, p, o + c0, 1); break;
+        }
+    }
+    for (int64_t c = dv; c < d; c++) {
+        float a = 0.f;
+        for (int64_t j = 0; j < end; j++) a += p[j] * V[j * sj + c];
+        o[c] = a;
+    }
+}
+
 int ascent_decode_attention(const float* restrict q, const float* restrict k, const float* restrict v,
                             const uint8_t* restrict valid, float* restrict out, float* restrict scratch,
                             int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
@@ -81,6 +117,13 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
         for (int64_t h = 0; h < nkv; h++) {
             const float* restrict K = k + b * k_sb + h * k_sh;
             const float* restrict V = v + b * v_sb + h * v_sh;
+            if (b + (h + 1) / nkv < B) { /* the next (row, head)'s keys and values start coming in while these are read */
+                const int64_t nb = b + (h + 1) / nkv, nh = (h + 1) % nkv;
+                const char *kn = (const char*)(k + nb * k_sb + nh * k_sh), *vn = (const char*)(v + nb * v_sb + nh * v_sh);
+                const int64_t bytes_k = ((end - 1) * k_sj + d) * (int64_t)sizeof(float), bytes_v = ((end - 1) * v_sj + d) * (int64_t)sizeof(float);
+                for (int64_t o = 0; o < bytes_k; o += 64) __builtin_prefetch(kn + o, 0, 1);
+                for (int64_t o = 0; o < bytes_v; o += 64) __builtin_prefetch(vn + o, 0, 1);
+            }
             const float* restrict Q = q + b * q_sb + h * g * d;
             float* restrict O = out + (b * nkv + h) * g * d;
             for (int64_t r = 0; r < g; r++) {
@@ -100,15 +143,7 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                 const float inv = 1.f / z;
                 for (int64_t j = 0; j < end; j++) p[j] *= inv;
             }
-            for (int64_t i = 0; i < g * d; i++) O[i] = 0.f; /* out_r = sum_j p_r[j] v_j, one pass over the values */
-            for (int64_t j = 0; j < end; j++) {
-                const float* restrict vj = V + j * v_sj;
-                for (int64_t r = 0; r < g; r++) {
-                    const float w = scratch[r * end + j];
-                    float* restrict o = O + r * d;
-                    for (int64_t c = 0; c < d; c++) o[c] += w * vj[c];
-                }
-            }
+            for (int64_t r = 0; r < g; r++) weighted_values(V, v_sj, d, end, scratch + r * end, O + r * d); /* the group's re-reads hit L1 */
         }
     }
     return 0;
