@@ -319,15 +319,31 @@ class FastEngine:
         a = cap  # rows in use: 0..a-1 (dead ones included until compaction)
         admit(torch.arange(cap, device=device), queue.pop(cap))
         lockstep, steps, active_sum = True, 0, 0  # lockstep: every row at the same step (nothing refilled yet)
+        identity = cap == total  # slot i holds request i, every row alive at step `steps`: until a row ends
         while True:
-            col = head + step[:a]  # (a,) each row's cache column
-            key_valid[torch.arange(a, device=device), col] = True
-            end = int(col.max()) + 1
-            start = int(col[0]) if lockstep else col
-            logits = dec.forward(feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end])  # (a, V)
-            steps, active_sum = steps + 1, active_sum + int(alive[:a].sum())
-            r, t, live = seq[:a], step[:a], alive[:a]
-            tok, lp = sample_tokens(logits, s, u=None if u is None else u[t, r])  # (a,)
+            if identity:  # the same step as below in slices instead of per-row indexing: ~20 fewer small ops
+                t0 = steps
+                key_valid[:a, head + t0] = True
+                logits = dec.forward(feed[:a, None], pos[:a, None], cache, head + t0, key_valid[:a, None, None, : head + t0 + 1])  # (a, V)
+                steps, active_sum = steps + 1, active_sum + a
+                tok, lp = sample_tokens(logits, s, u=None if u is None else u[t0, :a])  # (a,)
+                if t0 < max_new - 1 and (s.ignore_eos or not bool((tok == s.eos_id).any())):  # nobody ends here
+                    out.tokens[:a, t0], out.logprobs[:a, t0] = tok, lp
+                    out.lengths[:a] += 1
+                    step[:a] += 1
+                    feed[:a], pos[:a] = tok, pos[:a] + 1
+                    continue
+                identity = False  # a row ends: this step's bookkeeping, and the rest, per row
+                r, t, live, end = seq[:a], step[:a], alive[:a], head + t0 + 1
+            else:
+                col = head + step[:a]  # (a,) each row's cache column
+                key_valid[torch.arange(a, device=device), col] = True
+                end = int(col.max()) + 1
+                start = int(col[0]) if lockstep else col
+                logits = dec.forward(feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end])  # (a, V)
+                steps, active_sum = steps + 1, active_sum + int(alive[:a].sum())
+                r, t, live = seq[:a], step[:a], alive[:a]
+                tok, lp = sample_tokens(logits, s, u=None if u is None else u[t, r])  # (a,)
             lr, lt = r[live], t[live]
             out.tokens[lr, lt], out.logprobs[lr, lt] = tok[live], lp[live]
             out.lengths[lr] += 1
