@@ -29,19 +29,20 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
     assert r["malloc"] == "tuned"
 
 
-def test_decode_attention_compares_kernel_and_torch_ops():
+def test_native_decode_compares_kernels_and_torch_ops():
     from ascent.rollout import kernels
 
     if kernels.load() is None:
         import pytest
 
         pytest.skip(f"native kernels unavailable: {kernels.unavailable()}")
-    rows = run_script("benchmarks/decode_attention.py", "--models", "3.17M", "--prompts", "8", "--samples", "8", "--repeats", "1")
-    assert len(rows) == 1
-    r = rows[0]
-    assert (r["model"], r["workload"], r["sequences"]) == ("3.17M", "full64", 64)
-    assert r["identical_rows"] == 1.0 and r["max_logprob_diff_common"] <= 1e-5  # the same samples either way
-    assert r["native_tokens_per_s"] > 0 and r["torch_tokens_per_s"] > 0 and r["ratio_paired"] > 0
+    for compare in ("step", "attention"):
+        rows = run_script("benchmarks/native_decode.py", "--compare", compare, "--models", "3.17M", "--prompts", "8", "--samples", "8", "--repeats", "1")
+        assert len(rows) == 1
+        r = rows[0]
+        assert (r["model"], r["workload"], r["sequences"], r["compare"]) == ("3.17M", "full64", 64, compare)
+        assert r["identical_rows"] == 1.0 and r["max_logprob_diff_common"] <= 1e-5  # the same samples either way
+        assert r["native_tokens_per_s"] > 0 and r["torch_tokens_per_s"] > 0 and r["ratio_paired"] > 0
 
 
 def test_step_profile_splits_the_step(tmp_path):

@@ -17,15 +17,24 @@ The sampling policy then differs slightly from the learner's (measured as `rollo
 `algorithm.tis_cap` corrects for it with truncated importance sampling (Yao et al. 2025, "Your efficient
 RL framework secretly brings you off-policy RL training").
 
-Decode attention. A one-token step's attention over an fp32 cache on the CPU runs, by default, in ascent's
-native kernel (`ascent.rollout.kernels`, C compiled at first use): scores, mask, softmax and the weighted
+Native decode step. On the CPU, a one-token step of an fp32 model on one intra-op thread (each shard of a
+sharded rollout, or a one-thread process) runs by default as one C call (`forward_native`,
+`ascent/rollout/kernels/decode_step.c`, compiled at first use): embedding, norms, the block matrices (packed
+once per decoder into column panels and multiplied by a register-tiled kernel), rope, cache writes,
+attention, SiLU, residuals and the output layer, with the GIL released, so the shards run in parallel and
+no step pays ~70 op dispatches. `decode_step="torch"` (`rollout.decode_step=torch`) keeps the torch forward;
+"auto" uses it where the step does not apply (GPU, bf16 matrices, attention forced to torch ops, no C
+compiler). Prefill (several tokens per row) always runs the torch forward.
+
+Decode attention in the torch forward. A one-token step's attention over an fp32 cache on the CPU runs,
+by default, in ascent's native kernel (`ascent.rollout.kernels`): scores, mask, softmax and the weighted
 sum of values in one pass per (row, kv head) instead of two batched matrix-vector products and four
-element-wise ops per layer. `attention="torch"` (`rollout.attention=torch`) keeps the torch ops; "auto"
-falls back to them where the kernel cannot be built (no C compiler) or does not apply (GPU, bf16 cache).
-The kernel runs on the calling thread only, so it is used where a step runs with one intra-op thread: in
-each shard of a sharded CPU rollout (`rollout.shards`), or in a one-thread process; a one-batch decode on
-several threads keeps torch's matmuls, which split across them. Both compute the same fp32 attention up
-to summation order (~1e-7).
+element-wise ops per layer (the native step calls the same kernel). `attention="torch"`
+(`rollout.attention=torch`) keeps the torch ops; "auto" falls back to them where the kernel cannot be
+built (no C compiler) or does not apply (GPU, bf16 cache). The kernel runs on the calling thread only, so
+it is used where a step runs with one intra-op thread; a one-batch decode on several threads keeps
+torch's matmuls, which split across them. Both compute the same fp32 attention up to summation order
+(~1e-7).
 """
 
 from __future__ import annotations
