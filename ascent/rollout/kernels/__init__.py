@@ -8,10 +8,10 @@ Two kernels, called by `ascent.rollout.fast.Decoder` for a one-token step on one
   rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
   through a register-tiled kernel over weights packed once per rollout into column panels (`pack`).
 
-Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native` and finite math (vectorised
-`expf`), compiled and linked in two steps so that the shared object does not switch the process's
-floating-point mode (`-ffast-math` at link time would pull in crtfastmath and flush denormals for all of
-torch). The object lands in `$ASCENT_CACHE/kernels` (default `~/.cache/ascent/kernels`) under a hash of the
+Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native`, multiply-adds fused, IEEE
+arithmetic otherwise (no fast-math: it would reassociate the kernels' exp, `vexp` in kernels.h, out of its
+1-ulp accuracy, and at link time pull in crtfastmath, which flushes denormals for all of torch); sources
+compiled, then linked. The object lands in `$ASCENT_CACHE/kernels` (default `~/.cache/ascent/kernels`) under a hash of the
 source, the flags, the compiler's version and this CPU's feature flags, written to a temporary name and
 renamed into place, so concurrent first uses and machines sharing a home folder are safe. Nothing is built
 at install time; with no compiler (or `ASCENT_NATIVE=0`) `load()` returns None with the reason and the
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c"]
 HEADERS = [HERE / "kernels.h"]
-COMPILE_FLAGS = ["-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffinite-math-only", "-funsafe-math-optimizations", "-std=c99"]
+COMPILE_FLAGS = ["-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffp-contract=fast", "-std=gnu99"]
 LINK_FLAGS = ["-shared", "-lm"]
 _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 
@@ -160,7 +160,7 @@ def load() -> Native | None:
         if _loaded is None:
             _loaded = _load()
             if isinstance(_loaded, Unavailable):
-                log.warning("ascent native CPU kernels unavailable (%s); decode attention uses torch ops", _loaded.reason)
+                log.warning("ascent native CPU kernels unavailable (%s); the decode step and its attention use torch ops", _loaded.reason)
     return _loaded if isinstance(_loaded, Native) else None
 
 

@@ -16,17 +16,16 @@
      out (written): element (b, h*g + r, c) at ((b*nkv + h)*g + r)*d + c
      valid:         key j of row b is attended when valid[b*sm + j] != 0 (every row has at least one)
      scratch:       at least g*end floats
-   Compiled with finite math (vectorised expf): masked scores are a large negative finite number, not -inf.
+   Masked scores are a large negative finite number (MASKED), whose exp (`vexp`) is exactly 0.
    Returns 0, or 1 on bad sizes. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #define MASKED (-3.0e38f)
-#define W 16 /* floats per vector (AVX-512; the compiler splits it on narrower machines) */
-typedef float vf __attribute__((vector_size(W * sizeof(float))));
+#include "kernels.h"
 
-static inline vf load(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
+static inline vf load(const float* p) { return vload(p); }
 
 static inline float hsum(vf x) {
     float s = 0.f;
@@ -135,10 +134,20 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                     top = p[j] > top ? p[j] : top;
                 }
                 float z = 0.f;
-                for (int64_t j = 0; j < end; j++) {
-                    const float e = expf(p[j] - top); /* masked: expf(-3e38 - top) = 0 */
-                    p[j] = e;
-                    z += e;
+                int64_t j = 0;
+                for (; j + W <= end; j += W) { /* masked: e^(-3e38 - top) = 0 */
+                    const vf e = vexp(vload(p + j) - top);
+                    vstore(p + j, e);
+                    for (int l = 0; l < W; l++) z += e[l];
+                }
+                if (j < end) { /* the last partial vector through scratch lanes past `end` (the scratch has W spare floats) */
+                    float tail[W];
+                    for (int l = 0; l < W; l++) tail[l] = j + l < end ? p[j + l] - top : -1e30f;
+                    const vf e = vexp(vload(tail));
+                    for (int l = 0; l < W && j + l < end; l++) {
+                        p[j + l] = e[l];
+                        z += e[l];
+                    }
                 }
                 const float inv = 1.f / z;
                 for (int64_t j = 0; j < end; j++) p[j] *= inv;

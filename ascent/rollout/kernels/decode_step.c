@@ -46,10 +46,6 @@ typedef struct {
     const float* const* down;            /* panel-packed from (H, I) */
 } ascent_model;
 
-#define W 16
-typedef float vf __attribute__((vector_size(W * sizeof(float))));
-static inline vf vload(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
-static inline void vstore(float* p, vf x) { memcpy(p, &x, sizeof x); }
 
 /* Panel-packed weights. A linear layer's weight w (N, K) (y = x w^T) is stored as ceil(N / NP) panels of
    NP output columns, each k-major: packed[(p K + k) NP + j] = w[(p NP + j) K + k], zero past N. A decode
@@ -195,9 +191,7 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
             int64_t j = 0;
             for (; j < iv; j += W) {
                 const vf gv = vload(gr + j);
-                vf e;
-                for (int t = 0; t < W; t++) e[t] = expf(-gv[t]);
-                vstore(ar + j, gv / (1.f + e) * vload(ur + j));
+                vstore(ar + j, gv / (1.f + vexp(-gv)) * vload(ur + j));
             }
             for (; j < I; j++) ar[j] = gr[j] / (1.f + expf(-gr[j])) * ur[j];
         }

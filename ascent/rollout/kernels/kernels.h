@@ -2,6 +2,49 @@
 #ifndef ASCENT_KERNELS_H
 #define ASCENT_KERNELS_H
 #include <stdint.h>
+#include <string.h>
+
+#define W 16 /* floats per vector (AVX-512; the compiler splits it on narrower machines) */
+typedef float vf __attribute__((vector_size(W * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(W * sizeof(int32_t))));
+
+static inline vf vload(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
+static inline void vstore(float* p, vf x) { memcpy(p, &x, sizeof x); }
+
+/* mask ? a : b lane by lane (mask lanes all ones or zero, as vector comparisons give) */
+static inline vf vselect(vi mask, vf a, vf b) {
+    vi ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    const vi r = (ia & mask) | (ib & ~mask);
+    vf out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+/* e^x lane by lane, within 2 ulp of expf for -87.3 <= x <= 88.3; 0 below (a masked score), and e^88.3
+   (~2e38, finite) above: e^x = 2^n e^r with n = round(x / ln 2) and r = x - n ln 2 (ln 2 in two parts),
+   e^r by Cephes' degree-6 polynomial for expf, 2^n assembled in the exponent bits. */
+static inline vf vexp(vf x) {
+    const vf top = (vf){0} + 88.3762626647949f, bottom = (vf){0} - 87.3365447505531f;
+    const vi dead = x < bottom;
+    x = vselect(x > top, top, vselect(dead, bottom, x));
+    const vf fx = x * 1.44269504088896341f + 0.5f;
+    vf t = __builtin_convertvector(__builtin_convertvector(fx, vi), vf); /* truncation; floor next */
+    t = vselect(t > fx, t - 1.f, t);
+    const vf r = x - t * 0.693359375f - t * -2.12194440e-4f;
+    vf p = (vf){0} + 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * (r * r) + r + 1.f;
+    const vi bits = (__builtin_convertvector(t, vi) + 127) << 23;
+    vf scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return vselect(dead, (vf){0}, p * scale);
+}
 
 /* decode_attention.c: one decode step's attention over the KV cache (layout described there). */
 int ascent_decode_attention(const float* restrict q, const float* restrict k, const float* restrict v,
