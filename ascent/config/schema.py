@@ -350,6 +350,11 @@ class TrainConfig:
     """Learner: forward each distinct prompt of a micro-batch once and reuse its KV cache for the group's
     completions (Prefix Grouper), instead of once per sample; same log-probs and gradients up to float
     rounding. Llama/Qwen2/Qwen3/Mistral models; others, and rows that share no prompt, use the plain forward."""
+    fused_norm: bool = True
+    """Learner: replace the policy's HF RMSNorm modules (Llama/Qwen2/Qwen3/Mistral) with ascent's fused one
+    (`ascent.policy.fused`: one native pass forward, one backward, for fp32 CPU tensors; the HF formula
+    elsewhere). Same values and gradients up to float rounding; a no-op where the native kernels are
+    unavailable."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """Optimizer."""
     eval_every: int = 50

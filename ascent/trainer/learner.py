@@ -27,6 +27,7 @@ from ascent.algorithms import ADVANTAGES, LOSSES, LossInput
 from ascent.algorithms.aggregate import masked_mean
 from ascent.algorithms.losses import tis_weight
 from ascent.config.schema import AlgorithmConfig, OptimConfig
+from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
@@ -57,8 +58,10 @@ def requirements(algo: AlgorithmConfig) -> frozenset[str]:
 class Learner:
     """Optimizer steps on rollout batches (PPO epochs x mini-batches, micro-batch accumulation)."""
 
-    def __init__(self, policy: Policy, algo: AlgorithmConfig, optim: OptimConfig, total_optimizer_steps: int, micro_batch_size: int, temperature: float, norm_length: int, shared_prefix: bool = True) -> None:
+    def __init__(self, policy: Policy, algo: AlgorithmConfig, optim: OptimConfig, total_optimizer_steps: int, micro_batch_size: int, temperature: float, norm_length: int, shared_prefix: bool = True, fused_norm: bool = True) -> None:
         self.policy, self.algo, self.optim_cfg = policy, algo, optim
+        self.fused_norms = fuse_rms_norms(policy.model) if fused_norm else 0
+        """How many RMSNorm modules of the policy run ascent's fused kernels (`train.fused_norm`)."""
         self.shared_prefix = shared_prefix
         """Forward each distinct prompt of a micro-batch once (`shared_prefix_logprobs`); `train.shared_prefix`."""
         self.loss_fn = LOSSES.get(algo.loss)

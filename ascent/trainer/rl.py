@@ -53,7 +53,7 @@ class RLTrainer:
         self.cfg, self.parts = cfg, parts
         self.advantage = ADVANTAGES.get(cfg.algorithm.advantage)
         total_opt = cfg.train.steps * cfg.algorithm.ppo_epochs * cfg.algorithm.mini_batches
-        self.learner = Learner(parts.policy, cfg.algorithm, cfg.train.optim, total_opt, cfg.train.micro_batch_size, cfg.rollout.temperature, cfg.rollout.max_new_tokens, cfg.train.shared_prefix)
+        self.learner = Learner(parts.policy, cfg.algorithm, cfg.train.optim, total_opt, cfg.train.micro_batch_size, cfg.rollout.temperature, cfg.rollout.max_new_tokens, cfg.train.shared_prefix, cfg.train.fused_norm)
         self.sampler = RowSampler(len(parts.rows), cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0

@@ -6,7 +6,8 @@ Two kernels, called by `ascent.rollout.fast.Decoder` for a one-token step on one
   element-wise ops per layer;
 - `decode_step.c`: the whole one-token forward of a Llama/Qwen2 model (embedding, norms, projections,
   rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
-  through a register-tiled kernel over weights packed once per rollout into column panels (`pack`).
+  through a register-tiled kernel over weights packed once per rollout into column panels (`pack`);
+- `rms_norm.c`: RMSNorm forward and backward for the learner (`ascent.policy.fused`).
 
 Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native`, multiply-adds fused, IEEE
 arithmetic otherwise (no fast-math: it would reassociate the kernels' exp, `vexp` in kernels.h, out of its
@@ -35,7 +36,7 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c"]
+SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c", HERE / "rms_norm.c"]
 HEADERS = [HERE / "kernels.h"]
 COMPILE_FLAGS = ["-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffp-contract=fast", "-std=gnu99"]
 LINK_FLAGS = ["-shared", "-lm"]
@@ -60,6 +61,8 @@ class Native:
     packed_floats: ctypes._CFuncPtr
     pack_fn: ctypes._CFuncPtr
     linear_fn: ctypes._CFuncPtr
+    rms_forward: ctypes._CFuncPtr
+    rms_backward: ctypes._CFuncPtr
     path: Path
 
     def pack(self, w: "torch.Tensor") -> "torch.Tensor":
@@ -150,7 +153,11 @@ def _bind(path: Path) -> Native:
     pack.restype, pack.argtypes = None, [_PTR, _I64, _I64, _PTR]
     linear = lib.ascent_linear
     linear.restype, linear.argtypes = None, [_PTR, _I64, _I64, _PTR, _I64, _PTR, ctypes.c_int, _PTR]
-    return Native(attention, step, packed_floats, pack, linear, path)
+    rms_forward = lib.ascent_rms_norm_forward
+    rms_forward.restype, rms_forward.argtypes = None, [_PTR] * 4 + [_I64, _I64, ctypes.c_float]
+    rms_backward = lib.ascent_rms_norm_backward
+    rms_backward.restype, rms_backward.argtypes = None, [_PTR] * 6 + [_I64, _I64]
+    return Native(attention, step, packed_floats, pack, linear, rms_forward, rms_backward, path)
 
 
 def load() -> Native | None:
