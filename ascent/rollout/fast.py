@@ -277,13 +277,19 @@ class Decoder:
             raise ValueError("forward_native: the cache must be two fp32 tensors (layers, rows, nkv, S, d) with room for the batch")
         if valid.dtype != torch.bool or valid.stride(-1) != 1 or valid.shape[0] != b:
             raise ValueError("forward_native: the mask must be (B, 1, 1, end) bool with unit stride along keys")
-        cols = start.reshape(b) if isinstance(start, torch.Tensor) else torch.full((b,), start, dtype=torch.long)
-        ids, positions, cols = (x.reshape(b).to(torch.long).contiguous() for x in (ids, positions, cols))
-        if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
-            self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
+        per_row = isinstance(start, torch.Tensor)
+        if not per_row and start != end - 1:
+            raise ValueError(f"forward_native: a lockstep step writes column end - 1 = {end - 1}, got start={start}")
+        ids, positions = (x.reshape(b).to(torch.long).contiguous() for x in (ids, positions))
+        cols = start.reshape(b).to(torch.long).contiguous() if per_row else None
         logits = torch.empty((b, self.lm_head.shape[0]), dtype=torch.float32)
         strides = [(ctypes.c_int64 * 4)(*x.stride()[:4]) for x in (keys, values)]
-        rc = self.native.step(ctypes.byref(self.step_model), b, ids.data_ptr(), positions.data_ptr(), cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
+        for attempt in range(2):
+            rc = self.native.step(ctypes.byref(self.step_model), b, ids.data_ptr(), positions.data_ptr(), None if cols is None else cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
+            if rc == 3 and attempt == 0:  # a position past the rope table (checked in C, not per step here): grow it once
+                self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
+                continue
+            break
         if rc != 0:
             raise RuntimeError(f"native decode step rejected its arguments: {STEP_ERRORS.get(rc, f'code {rc}')}")
         return logits

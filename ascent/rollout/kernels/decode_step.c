@@ -20,7 +20,8 @@
    then logits = (rms(x) * norm) Wlm^T. rms(x) = x / sqrt(mean(x^2) + eps).
 
    Row b feeds token tokens[b] at rope position positions[b], writes its keys and values at cache column
-   cols[b] (each row its own column: lockstep and continuous batching alike) and attends to the columns
+   cols[b] (each row its own column, as under continuous batching; cols = NULL: every row at column end - 1,
+   a lockstep step) and attends to the columns
    j < end with valid[b*sm + j] != 0. Cache layout: element (layer l, row b, kv head h, column j, c) at
    l*s[0] + b*s[1] + h*s[2] + j*s[3] + c, keys and values alike (see `Decoder.new_cache`).
    Returns 0; 1 on bad sizes, 2 when out of memory, 3 for a position outside the rope table, 4 for a column
@@ -152,7 +153,7 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
     if (H > INT32_MAX || 2 * I > INT32_MAX || dq > INT32_MAX || V > INT32_MAX || B > INT32_MAX) return 1;
     for (int64_t b = 0; b < B; b++) {
         if (positions[b] < 0 || positions[b] >= m->rope_len) return 3;
-        if (cols[b] < 0 || cols[b] >= end) return 4;
+        if (cols && (cols[b] < 0 || cols[b] >= end)) return 4;
         if (tokens[b] < 0 || tokens[b] >= V) return 5;
     }
     const int64_t floats = B * (2 * H + dq + nq * d + 3 * I) + g * end + d;
@@ -169,11 +170,12 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
         float* vl = values + l * vs[0];
         for (int64_t b = 0; b < B; b++) {
             float* row = qkv + b * dq;
+            const int64_t col = cols ? cols[b] : end - 1;
             const float *cs = m->cos + positions[b] * d, *sn = m->sin + positions[b] * d;
             for (int64_t hd = 0; hd < nq + nkv; hd++) rope(row + hd * d, cs, sn, d, tmp);
             for (int64_t hd = 0; hd < nkv; hd++) {
-                memcpy(kl + b * ks[1] + hd * ks[2] + cols[b] * ks[3], row + (nq + hd) * d, (size_t)d * sizeof(float));
-                memcpy(vl + b * vs[1] + hd * vs[2] + cols[b] * vs[3], row + (nq + nkv + hd) * d, (size_t)d * sizeof(float));
+                memcpy(kl + b * ks[1] + hd * ks[2] + col * ks[3], row + (nq + hd) * d, (size_t)d * sizeof(float));
+                memcpy(vl + b * vs[1] + hd * vs[2] + col * vs[3], row + (nq + nkv + hd) * d, (size_t)d * sizeof(float));
             }
         }
         if (ascent_decode_attention(qkv, kl, vl, valid, att, scratch, B, g, nkv, d, end, dq, ks[1], ks[2], ks[3], vs[1], vs[2], vs[3], sm, 1.f / sqrtf((float)d))) {
