@@ -10,6 +10,35 @@ from ascent.policy.model import Policy
 from ascent.policy.tokenizer import char_tokenizer
 
 
+@pytest.fixture
+def native():
+    """ascent's native CPU kernels (built on first use); the test is skipped where they cannot be built."""
+    from ascent.rollout import kernels
+
+    lib = kernels.load()
+    if lib is None:
+        pytest.skip(f"native kernels unavailable here: {kernels.unavailable()}")
+    return lib
+
+
+@pytest.fixture
+def threads():
+    """torch.set_num_threads for the test; the count is restored afterwards."""
+    before = torch.get_num_threads()
+    yield torch.set_num_threads
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def one_thread(threads):
+    threads(1)
+
+
+@pytest.fixture
+def two_threads(threads):
+    threads(2)
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     return char_tokenizer("0123456789+= ")

@@ -14,14 +14,6 @@ PROMPTS = ["12+34=", "7+8=", "99+1=", "5=", "1+2+3="]
 
 
 @pytest.fixture
-def native():
-    lib = kernels.load()
-    if lib is None:
-        pytest.skip(f"native kernels unavailable here: {kernels.unavailable()}")
-    return lib
-
-
-@pytest.fixture
 def fresh_kernels(monkeypatch, tmp_path):
     """Kernel state forgotten and built into an empty cache folder; the real state restored afterwards."""
     monkeypatch.setenv("ASCENT_CACHE", str(tmp_path))
@@ -73,13 +65,6 @@ def test_kernel_rejects_a_mask_wider_than_the_cache(native, tokenizer):
         dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 12), dtype=torch.bool), torch.empty(24))
     with pytest.raises(ValueError, match="scratch"):
         dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 10), dtype=torch.bool), torch.empty(19))
-
-
-@pytest.fixture
-def threads():
-    before = torch.get_num_threads()
-    yield torch.set_num_threads
-    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])

@@ -16,22 +16,6 @@ from ascent.rollout.fast import Decoder
 PROMPTS = ["12+34=", "7+8=", "99+1=", "5=", "1+2+3="]
 
 
-@pytest.fixture
-def step_kernel():
-    lib = kernels.load()
-    if lib is None:
-        pytest.skip(f"native kernels unavailable here: {kernels.unavailable()}")
-    return lib
-
-
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def qwen(tokenizer, hidden=64, heads=4, kv_heads=2, layers=2, seed=3):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -61,23 +45,23 @@ def filled_cache(dec: Decoder, rows: int, length: int, seed: int):
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 768, 256), (13, 17, 40), (1, 33, 7), (9, 64, 1)])
-def test_packed_matrix_kernel_equals_a_matmul(m, n, k, step_kernel):
+def test_packed_matrix_kernel_equals_a_matmul(m, n, k, native):
     """The step's matrix products: weights packed into 32-column panels (zero past N), 8-row register
     tiles plus a partial tile; with and without a bias. Reference in float64."""
     g = torch.Generator().manual_seed(m * n + k)
     x, w, bias = torch.randn((m, k), generator=g), torch.randn((n, k), generator=g), torch.randn(n, generator=g)
-    packed = step_kernel.pack(w)
+    packed = native.pack(w)
     assert packed.numel() == -(-n // 32) * 32 * k
     for b in (None, bias):
         want = x.double() @ w.double().T + (0 if b is None else b.double())
-        torch.testing.assert_close(step_kernel.linear(x, packed, n, b).double(), want, atol=1e-5 * k ** 0.5, rtol=1e-5)
+        torch.testing.assert_close(native.linear(x, packed, n, b).double(), want, atol=1e-5 * k ** 0.5, rtol=1e-5)
     with pytest.raises(ValueError, match="packed weight"):
-        step_kernel.linear(x, packed, n + 40)
+        native.linear(x, packed, n + 40)
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "llama"])
 @pytest.mark.parametrize("per_row", [False, True])
-def test_native_step_equals_the_torch_forward(arch, per_row, step_kernel, one_thread, tokenizer):
+def test_native_step_equals_the_torch_forward(arch, per_row, native, one_thread, tokenizer):
     """One step over a cache with more rows and columns than are used and holes in the mask: the same
     logits and the same cache writes as `Decoder.forward` with torch ops."""
     model = qwen(tokenizer) if arch == "qwen2" else llama(tokenizer)
@@ -108,32 +92,28 @@ def test_native_step_equals_the_torch_forward(arch, per_row, step_kernel, one_th
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
 @pytest.mark.parametrize(("cap", "shards", "n_threads"), [(0, 1, 1), (6, 1, 1), (0, 2, 2)])
-def test_engine_samples_the_same_with_the_native_step(temperature, cap, shards, n_threads, step_kernel, tokenizer, monkeypatch):
+def test_engine_samples_the_same_with_the_native_step(temperature, cap, shards, n_threads, native, threads, tokenizer, monkeypatch):
     """Whole rollouts (compaction, continuous batching, two 1-thread shards): same tokens, log-probs within
     1e-5, with the native step and with the torch forward; the native step ran at every decode step."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        calls = []
-        real = Decoder.forward_native
-        monkeypatch.setattr(Decoder, "forward_native", lambda self, *a: calls.append(1) or real(self, *a))
-        model = qwen(tokenizer, seed=5)
-        ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
-        s = settings(tokenizer, temperature=temperature)
-        a = FastEngine(max_active_sequences=cap, shards=shards, decode_step="native").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
-        assert len(calls) >= 30
-        calls.clear()
-        b = FastEngine(max_active_sequences=cap, shards=shards, decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
-        assert not calls
-    finally:
-        torch.set_num_threads(before)
+    threads(n_threads)
+    calls = []
+    real = Decoder.forward_native
+    monkeypatch.setattr(Decoder, "forward_native", lambda self, *a: calls.append(1) or real(self, *a))
+    model = qwen(tokenizer, seed=5)
+    ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    s = settings(tokenizer, temperature=temperature)
+    a = FastEngine(max_active_sequences=cap, shards=shards, decode_step="native").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    assert len(calls) >= 30
+    calls.clear()
+    b = FastEngine(max_active_sequences=cap, shards=shards, decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    assert not calls
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
     if temperature:
         assert 0 < int(a.finished.sum()) < len(a.finished)  # some rows ended early: the mask and compaction ran
 
 
-def test_native_step_logprobs_match_the_learner(step_kernel, one_thread, tokenizer):
+def test_native_step_logprobs_match_the_learner(native, one_thread, tokenizer):
     """What the learner recomputes: teacher-forced log-probs of the sampled tokens within 1e-4 (fp32)."""
     from ascent.policy.model import token_logprobs
 
@@ -149,7 +129,7 @@ def test_native_step_logprobs_match_the_learner(step_kernel, one_thread, tokeniz
     assert float((lp - gen.logprobs).abs().max()) <= 1e-4
 
 
-def test_lora_policy_runs_the_native_step(step_kernel, one_thread, tokenizer):
+def test_lora_policy_runs_the_native_step(native, one_thread, tokenizer):
     """peft LoRA adapters merged into the step's weights: the same samples as the torch forward."""
     from peft import LoraConfig, get_peft_model
 
@@ -166,7 +146,7 @@ def test_lora_policy_runs_the_native_step(step_kernel, one_thread, tokenizer):
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
 
 
-def test_bad_arguments_become_clear_errors(step_kernel, one_thread, tokenizer):
+def test_bad_arguments_become_clear_errors(native, one_thread, tokenizer):
     dec = Decoder(qwen(tokenizer), decode_step="native")
     dec.rope_table(32)
     cache = dec.new_cache(2, 16)
@@ -181,7 +161,7 @@ def test_bad_arguments_become_clear_errors(step_kernel, one_thread, tokenizer):
     assert out.shape == (2, len(tokenizer)) and torch.isfinite(out).all()
 
 
-def test_auto_falls_back_where_the_step_does_not_apply(step_kernel, tokenizer, monkeypatch):
+def test_auto_falls_back_where_the_step_does_not_apply(native, tokenizer, monkeypatch):
     model = qwen(tokenizer)
     assert Decoder(model).step_model is not None
     assert Decoder(model, decode_step="torch").step_model is None
@@ -193,14 +173,9 @@ def test_auto_falls_back_where_the_step_does_not_apply(step_kernel, tokenizer, m
         Decoder(model, compute_dtype=torch.bfloat16, decode_step="native")
 
 
-def test_a_multithreaded_step_keeps_the_torch_forward(step_kernel, tokenizer, monkeypatch):
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
-        FastEngine(shards=1).generate(qwen(tokenizer), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
-    finally:
-        torch.set_num_threads(before)
+def test_a_multithreaded_step_keeps_the_torch_forward(native, two_threads, tokenizer, monkeypatch):
+    monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
+    FastEngine(shards=1).generate(qwen(tokenizer), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
 
 
 def test_decode_step_setting_is_validated(tmp_path):

@@ -15,22 +15,6 @@ from ascent.policy.fused import FusedRMSNorm, fuse_rms_norms
 from ascent.rollout import kernels
 
 
-@pytest.fixture
-def native():
-    lib = kernels.load()
-    if lib is None:
-        pytest.skip(f"native kernels unavailable here: {kernels.unavailable()}")
-    return lib
-
-
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize(("shape", "hidden"), [((3, 200), 40), ((7, 150), 64), ((5,), 19)])
 def test_fused_norm_equals_hf(shape, hidden, native, two_threads):
     """Rows split across two threads (1,050 rows) or not, widths on and off the vector width, a strided

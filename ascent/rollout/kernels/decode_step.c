@@ -74,7 +74,7 @@ static inline void tile(const float* restrict x, int64_t K, const float* restric
                         const float* restrict bias, int accumulate, int rows) {
     vf c[MR][2];
     for (int i = 0; i < MR; i++) c[i][0] = c[i][1] = (vf){0};
-    if (rows == MR) {
+    if (rows == MR) { /* the same loop as below with a constant bound, which the compiler unrolls into registers */
         for (int64_t k = 0; k < K; k++) {
             const vf w0 = vload(w + k * NP), w1 = vload(w + k * NP + W);
             for (int i = 0; i < MR; i++) {
@@ -116,25 +116,6 @@ void ascent_linear(const float* x, int64_t M, int64_t K, const float* wp, int64_
     linear(x, M, K, wp, N, bias, accumulate, y);
 }
 
-/* out = x / sqrt(mean(x^2) + eps) * w, per row of H */
-static void rms(const float* restrict x, const float* restrict w, float* restrict out, int64_t B, int64_t H, float eps) {
-    const int64_t hv = H - H % W;
-    for (int64_t b = 0; b < B; b++) {
-        const float* xr = x + b * H;
-        float* o = out + b * H;
-        vf acc = {0};
-        for (int64_t c = 0; c < hv; c += W) {
-            const vf v = vload(xr + c);
-            acc += v * v;
-        }
-        float ss = 0.f;
-        for (int l = 0; l < W; l++) ss += acc[l];
-        for (int64_t c = hv; c < H; c++) ss += xr[c] * xr[c];
-        const float r = 1.f / sqrtf(ss / (float)H + eps);
-        for (int64_t c = 0; c < H; c++) o[c] = (xr[c] * r) * w[c];
-    }
-}
-
 /* HF rope on one head in place: x * cos + rotate_half(x) * sin, rotate_half(x) = [-x2, x1] */
 static void rope(float* restrict x, const float* restrict cs, const float* restrict sn, int64_t d, float* restrict tmp) {
     const int64_t half = d / 2;
@@ -156,15 +137,15 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
         if (cols && (cols[b] < 0 || cols[b] >= end)) return 4;
         if (tokens[b] < 0 || tokens[b] >= V) return 5;
     }
-    const int64_t floats = B * (2 * H + dq + nq * d + 3 * I) + g * end + d;
+    const int64_t floats = B * (2 * H + dq + nq * d + 3 * I + 1) + g * end + d;
     float* work = malloc((size_t)floats * sizeof(float));
     if (!work) return 2;
     float *x = work, *h = x + B * H, *qkv = h + B * H, *att = qkv + B * dq, *gu = att + B * nq * d, *act = gu + B * 2 * I;
-    float *scratch = act + B * I, *tmp = scratch + g * end;
+    float *scratch = act + B * I, *tmp = scratch + g * end, *rinv = tmp + d;
 
     for (int64_t b = 0; b < B; b++) memcpy(x + b * H, m->embed + tokens[b] * H, (size_t)H * sizeof(float));
     for (int64_t l = 0; l < m->layers; l++) {
-        rms(x, m->ln_in[l], h, B, H, m->eps);
+        ascent_rms_norm_forward(x, m->ln_in[l], h, rinv, B, H, m->eps);
         linear(h, B, H, m->qkv[l], dq, m->qkv_bias ? m->qkv_bias[l] : NULL, 0, qkv);
         float* kl = keys + l * ks[0];
         float* vl = values + l * vs[0];
@@ -183,7 +164,7 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
             return 1;
         }
         linear(att, B, nq * d, m->o[l], H, NULL, 1, x); /* x += att Wo^T */
-        rms(x, m->ln_post[l], h, B, H, m->eps);
+        ascent_rms_norm_forward(x, m->ln_post[l], h, rinv, B, H, m->eps);
         linear(h, B, H, m->gate_up[l], 2 * I, NULL, 0, gu);
         const int64_t iv = I - I % W;
         for (int64_t b = 0; b < B; b++) {
@@ -199,7 +180,7 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
         }
         linear(act, B, I, m->down[l], H, NULL, 1, x); /* x += act Wd^T */
     }
-    rms(x, m->norm, h, B, H, m->eps);
+    ascent_rms_norm_forward(x, m->norm, h, rinv, B, H, m->eps);
     linear(h, B, H, m->lm_head, V, NULL, 0, logits);
     free(work);
     return 0;

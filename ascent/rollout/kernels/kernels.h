@@ -53,4 +53,7 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                             int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
                             int64_t sm, float scale);
 
+/* rms_norm.c: y = w * (x / sqrt(mean(x^2) + eps)) per row of H, r[i] = 1 / sqrt(...) */
+void ascent_rms_norm_forward(const float* restrict x, const float* restrict w, float* restrict y, float* restrict r, int64_t rows, int64_t H, float eps);
+
 #endif
