@@ -40,6 +40,7 @@ torch's matmuls, which split across them. Both compute the same fp32 attention u
 from __future__ import annotations
 
 import ctypes
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -137,8 +138,10 @@ class Decoder:
         self._cos = self._sin = None
         self.native = self._native_kernel(attention)
         """The native kernels when this decoder uses them (decode attention), else None (torch ops)."""
-        self.step_model = self._native_step(decode_step, attention)
-        """The `ascent_model` record of the native one-token step when this decoder uses it, else None."""
+        self.native_step = self._native_step(decode_step, attention)
+        """Whether one-token steps on one thread run the native whole-step kernel (`forward_native`)."""
+        self._step_model = None  # its `kernels.Model` record, built (weights packed) at the first such step
+        self._step_lock = threading.Lock()
 
     def _native_kernel(self, attention: str):
         if attention not in ATTENTION:
@@ -156,15 +159,14 @@ class Decoder:
             raise RuntimeError(f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch")
         return native
 
-    def _native_step(self, decode_step: str, attention: str):
-        """The native whole-step kernel's model record (`kernels.Model`: sizes and the addresses of the
-        weights, the matrices packed into column panels once per decoder), or None where the torch forward
-        runs the step: `decode_step="torch"`, attention forced to torch ops, no kernels, a non-fp32 or
-        non-CPU model, or bf16 block matrices."""
+    def _native_step(self, decode_step: str, attention: str) -> bool:
+        """Whether the native whole-step kernel applies; False where the torch forward runs the step:
+        `decode_step="torch"`, attention forced to torch ops, no kernels, a non-fp32 or non-CPU model, or
+        bf16 block matrices (`decode_step="native"` makes those an error)."""
         if decode_step not in DECODE_STEP:
             raise ValueError(f"rollout.decode_step must be one of {DECODE_STEP}, got {decode_step!r}")
         if decode_step == "torch":
-            return None
+            return False
         why = None
         if attention == "torch":
             why = "rollout.attention=torch keeps torch ops"
@@ -174,10 +176,23 @@ class Decoder:
             why = f"the native kernels are unavailable ({kernels.unavailable() or 'not an fp32 CPU model'})"
         elif self.compute_dtype != torch.float32:
             why = f"the block matrices are {self.compute_dtype} (rollout.precision), the native step is fp32"
-        if why is not None:
-            if decode_step == "native":
-                raise ValueError(f"rollout.decode_step=native: {why}; use auto or torch")
-            return None
+        if why is not None and decode_step == "native":
+            raise ValueError(f"rollout.decode_step=native: {why}; use auto or torch")
+        return why is None
+
+    def step_model(self):
+        """The native step's model record (`kernels.Model`: sizes and weight addresses), built at the first
+        native step (the shards share it): the block matrices and the output layer packed into column
+        panels, a model's worth of memory for the decoder's lifetime. One-batch rollouts on several threads
+        never pay for it."""
+        with self._step_lock:
+            if self._step_model is None:
+                self._step_model = self._build_step_model()
+                if self._cos is not None:
+                    self._step_model.cos, self._step_model.sin, self._step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), self._cos.shape[0]
+            return self._step_model
+
+    def _build_step_model(self):
         from ascent.rollout import kernels
 
         pack = self.native.pack
@@ -205,9 +220,10 @@ class Decoder:
         (so every rope variant the model supports is honoured)."""
         pos = torch.arange(length, device=self.embed.device)[None]
         cos, sin = self.rotary(self.embed[:1][None], pos)  # (1, length, d)
-        self._cos, self._sin = cos[0].contiguous(), sin[0].contiguous()
-        if self.step_model is not None:
-            self.step_model.cos, self.step_model.sin, self.step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), length
+        with self._step_lock:  # the native step's record points at the tables
+            self._cos, self._sin = cos[0].contiguous(), sin[0].contiguous()
+            if self._step_model is not None:
+                self._step_model.cos, self._step_model.sin, self._step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), length
 
     @staticmethod
     def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
@@ -284,8 +300,9 @@ class Decoder:
         cols = start.reshape(b).to(torch.long).contiguous() if per_row else None
         logits = torch.empty((b, self.lm_head.shape[0]), dtype=torch.float32)
         strides = [(ctypes.c_int64 * 4)(*x.stride()[:4]) for x in (keys, values)]
+        record = self.step_model()
         for attempt in range(2):
-            rc = self.native.step(ctypes.byref(self.step_model), b, ids.data_ptr(), positions.data_ptr(), None if cols is None else cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
+            rc = self.native.step(ctypes.byref(record), b, ids.data_ptr(), positions.data_ptr(), None if cols is None else cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
             if rc == 3 and attempt == 0:  # a position past the rope table (checked in C, not per step here): grow it once
                 self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
                 continue
@@ -304,7 +321,7 @@ class Decoder:
         per_row = isinstance(start, torch.Tensor)
         if per_row and t != 1:
             raise ValueError("per-row cache slots need a one-token step")
-        if self.step_model is not None and t == 1 and torch.get_num_threads() == 1:  # the kernel runs on one thread
+        if self.native_step and t == 1 and torch.get_num_threads() == 1:  # the kernel runs on one thread
             return self.forward_native(ids, positions, cache, start, attn_mask)
         end = attn_mask.shape[-1] if per_row else start + t
         rows = torch.arange(b, device=ids.device) if per_row else None

@@ -115,7 +115,7 @@ def test_disabled_kernel_falls_back_or_fails_clearly(fresh_kernels, monkeypatch,
     assert "ASCENT_NATIVE=0" in kernels.unavailable() and "unavailable" in caplog.text
     with pytest.raises(RuntimeError, match="native kernel is unavailable .*ASCENT_NATIVE=0"):
         Decoder(model, attention="native")
-    assert Decoder(model).step_model is None
+    assert not Decoder(model).native_step
     gen = FastEngine().generate(model, [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), torch.Generator().manual_seed(0))
     assert gen.tokens.shape == (2, 5)  # the torch path still samples
 

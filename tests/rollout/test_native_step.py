@@ -66,7 +66,7 @@ def test_native_step_equals_the_torch_forward(arch, per_row, native, one_thread,
     logits and the same cache writes as `Decoder.forward` with torch ops."""
     model = qwen(tokenizer) if arch == "qwen2" else llama(tokenizer)
     native, ref = Decoder(model, decode_step="native"), Decoder(model, attention="torch", decode_step="torch")
-    assert native.step_model is not None and ref.step_model is None
+    assert native.native_step and not ref.native_step
     b, cap, length = 5, 7, 24
     cache_n, cache_t = filled_cache(native, cap, length, 0), filled_cache(ref, cap, length, 0)
     ids = torch.tensor([[3], [7], [1], [12], [5]])
@@ -163,10 +163,10 @@ def test_bad_arguments_become_clear_errors(native, one_thread, tokenizer):
 
 def test_auto_falls_back_where_the_step_does_not_apply(native, tokenizer, monkeypatch):
     model = qwen(tokenizer)
-    assert Decoder(model).step_model is not None
-    assert Decoder(model, decode_step="torch").step_model is None
-    assert Decoder(model, attention="torch").step_model is None
-    assert Decoder(model, compute_dtype=torch.bfloat16).step_model is None
+    assert Decoder(model).native_step
+    assert not Decoder(model, decode_step="torch").native_step
+    assert not Decoder(model, attention="torch").native_step
+    assert not Decoder(model, compute_dtype=torch.bfloat16).native_step
     with pytest.raises(ValueError, match="rollout.decode_step=native: rollout.attention=torch"):
         Decoder(model, attention="torch", decode_step="native")
     with pytest.raises(ValueError, match="rollout.decode_step=native: the block matrices are torch.bfloat16"):
@@ -175,6 +175,7 @@ def test_auto_falls_back_where_the_step_does_not_apply(native, tokenizer, monkey
 
 def test_a_multithreaded_step_keeps_the_torch_forward(native, two_threads, tokenizer, monkeypatch):
     monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
+    monkeypatch.setattr(Decoder, "_build_step_model", lambda *a: pytest.fail("weights packed for a rollout that never uses them"))
     FastEngine(shards=1).generate(qwen(tokenizer), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
 
 
