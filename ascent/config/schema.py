@@ -197,11 +197,12 @@ class RolloutConfig:
     otherwise. Same attention up to float summation order."""
     decode_step: Literal["auto", "native", "torch"] = "auto"
     """ascent backend: a one-token decode step on one CPU thread (each shard of a sharded rollout). "native":
-    the whole step (embedding, norms, projections through torch's BLAS, rope, cache writes, the native
-    attention, SiLU, residuals, output layer) in one C call, no per-op dispatch and the GIL released;
-    "torch": the functional torch forward (with `attention` deciding its attention); "auto": native
-    where it applies (fp32 CPU model, `precision: model`, `attention` not torch, kernels built, torch
-    exposes a BLAS `sgemm_`), torch otherwise. Same forward up to float summation order."""
+    the whole step (embedding, norms, projections through ascent's register-tiled kernel over weights
+    packed once per rollout, rope, cache writes, the native attention, SiLU, residuals, output layer) in
+    one C call, no per-op dispatch and the GIL released; "torch": the functional torch forward (with
+    `attention` deciding its attention); "auto": native where it applies (fp32 CPU model, `precision:
+    model`, `attention` not torch, kernels built), torch otherwise. Same forward up to float summation
+    order."""
     precision: Literal["model", "bfloat16"] = "model"
     """ascent backend: "model" samples in the policy's own dtype (log-probs match the learner's to rounding);
     "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX)

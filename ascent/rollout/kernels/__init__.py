@@ -1,6 +1,6 @@
 """Native CPU kernels of the rollout engine, compiled at first use and loaded with ctypes.
 
-Two kernels, called by `ascent.rollout.fast.Decoder` for a one-token step on one thread:
+Three sources; the first two are called by `ascent.rollout.fast.Decoder` for a one-token step on one thread:
 - `decode_attention.c`: a decode step's attention over the engine's fp32 KV cache in one pass (scores,
   mask, softmax and the weighted sum of values) in place of two batched matrix-vector products and four
   element-wise ops per layer;
