@@ -30,11 +30,16 @@ MIN_ROWS = 256
 _pool: ThreadPoolExecutor | None = None
 
 
+def _blocks(rows: int) -> int:
+    """How many contiguous row blocks `_split` runs: one per torch thread, each at least MIN_ROWS rows."""
+    return max(1, min(torch.get_num_threads(), rows // MIN_ROWS))
+
+
 def _split(rows: int, fn) -> int:
-    """Run fn(start, stop, part) over up to torch-threads contiguous row blocks, in parallel (the kernels
+    """Run fn(start, stop, part) over `_blocks(rows)` contiguous row blocks, in parallel (the kernels
     release the GIL); returns the number of blocks."""
     global _pool
-    k = max(1, min(torch.get_num_threads(), rows // MIN_ROWS))
+    k = _blocks(rows)
     bounds = [rows * i // k for i in range(k + 1)]
     if k == 1:
         fn(0, rows, 0)
@@ -68,8 +73,7 @@ class RMSNormFunction(torch.autograd.Function):
         rows, h = x2.shape
         g = grad.reshape(rows, h).contiguous()
         dx = torch.empty_like(x2)
-        k = max(1, min(torch.get_num_threads(), rows // MIN_ROWS))
-        dws = torch.zeros((k, h), dtype=torch.float32)
+        dws = torch.zeros((_blocks(rows), h), dtype=torch.float32)  # one weight-gradient partial per block
         f = 4
         _split(rows, lambda a, b, i: ctx.native.rms_backward(x2.data_ptr() + a * h * f, w.data_ptr(), r.data_ptr() + a * f, g.data_ptr() + a * h * f, dx.data_ptr() + a * h * f, dws[i].data_ptr(), b - a, h))
         return dx.view(ctx.shape), (dws.sum(0) if ctx.needs_input_grad[1] else None), None, None

@@ -25,7 +25,6 @@
 #define MASKED (-3.0e38f)
 #include "kernels.h"
 
-static inline vf load(const float* p) { return vload(p); }
 
 static inline float hsum(vf x) {
     float s = 0.f;
@@ -41,11 +40,11 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
         const float *k0 = K + j * sj, *k1 = k0 + sj, *k2 = k1 + sj, *k3 = k2 + sj;
         vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int64_t c = 0; c < dv; c += W) {
-            const vf x = load(q + c);
-            a0 += x * load(k0 + c);
-            a1 += x * load(k1 + c);
-            a2 += x * load(k2 + c);
-            a3 += x * load(k3 + c);
+            const vf x = vload(q + c);
+            a0 += x * vload(k0 + c);
+            a1 += x * vload(k1 + c);
+            a2 += x * vload(k2 + c);
+            a3 += x * vload(k3 + c);
         }
         float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
         for (int64_t c = dv; c < d; c++) {
@@ -62,7 +61,7 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
     for (; j < end; j++) {
         const float* kj = K + j * sj;
         vf a = {0};
-        for (int64_t c = 0; c < dv; c += W) a += load(q + c) * load(kj + c);
+        for (int64_t c = 0; c < dv; c += W) a += vload(q + c) * vload(kj + c);
         float s = hsum(a);
         for (int64_t c = dv; c < d; c++) s += q[c] * kj[c];
         p[j] = s * scale;
@@ -77,7 +76,7 @@ static inline __attribute__((always_inline)) void values_block(const float* rest
     for (int64_t j = 0; j < end; j++) {
         const float w = p[j];
         const float* restrict vj = V + j * sj;
-        for (int v = 0; v < n; v++) acc[v] += w * load(vj + v * W);
+        for (int v = 0; v < n; v++) acc[v] += w * vload(vj + v * W);
     }
     for (int v = 0; v < n; v++) memcpy(o + v * W, &acc[v], sizeof(vf));
 }
