@@ -7,21 +7,18 @@ of the wrong type or outside its choices fails naming the key and what it accept
 from __future__ import annotations
 
 import dataclasses
-import math
-import typing
 import warnings
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any
 
 import yaml
 
 from ascent.config.schema import Derived, RunConfig
+from ascent.typed import ConfigError, build, spec_from_raw, spec_to_raw
+
+__all__ = ["ConfigError", "build", "config_from_dict", "derived", "load_config", "merge", "parse_overrides"]
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "recipes"
-
-
-class ConfigError(ValueError):
-    """A config problem the user can fix; the message says what to change."""
 
 
 def recipe_names() -> list[str]:
@@ -76,90 +73,123 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _type_name(tp: Any) -> str:
-    if get_origin(tp) is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
-    return getattr(tp, "__name__", str(tp)).replace("typing.", "")
-
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Check `value` against annotation `tp`; return it converted (int -> float where a float is due)."""
-    origin = get_origin(tp)
-    if origin is Union:
-        options = get_args(tp)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for opt in (o for o in options if o is not type(None)):
-            try:
-                return _coerce(key, value, opt)
-            except ConfigError as err:
-                errors.append(str(err))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{key}: {value!r} fits none of " + ", ".join(_type_name(o) for o in options))
-    if origin is Literal:
-        if value not in get_args(tp):
-            raise ConfigError(f"{key}: {value!r} is not valid; choose {_type_name(tp)}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {value!r}")
-        (inner,) = get_args(tp)
-        return [_coerce(f"{key}[{i}]", v, inner) for i, v in enumerate(value)]
-    if dataclasses.is_dataclass(tp):
-        return build(tp, value, prefix=key)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, str):  # YAML 1.1 reads 1e-3 (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ConfigError(f"{key}: expected a finite number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return value
-    raise ConfigError(f"{key}: unsupported type {tp}")
-
-
-def build(cls: type, raw: Any, prefix: str = "") -> Any:
-    """Construct dataclass `cls` from a mapping, checking every key and value."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{prefix or 'config'}: expected a mapping, got {raw!r}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - fields)
-    if unknown:
-        where = f" in {prefix}" if prefix else ""
-        raise ConfigError(f"unknown key {(prefix + '.' if prefix else '') + unknown[0]!s}{where}; valid keys: {', '.join(sorted(fields))}")
-    kwargs = {name: _coerce(f"{prefix}.{name}" if prefix else name, raw[name], hints[name]) for name in raw}
-    return cls(**kwargs)
+SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter")
+"""Config keys whose value is one registered piece's spec, `name` or `name(key=value, ...)`; a recipe may write
+it as a mapping `{name: {key: value}}`, and `key.name.param=value` overrides merge into it."""
 
 
 def load_config(recipe: str | Path = "default", overrides: list[str] | None = None) -> RunConfig:
     """The checked config of a recipe with `key=value` overrides applied."""
-    raw = merge(read_recipe(recipe), parse_overrides(overrides or []))
-    cfg = build(RunConfig, raw)
-    validate(cfg)
-    return cfg
+    raw = merge(_specs_to_raw(read_recipe(recipe)), _specs_to_raw(parse_overrides(overrides or [])))
+    return config_from_dict(raw)
 
 
 def config_from_dict(raw: dict[str, Any]) -> RunConfig:
-    """A checked config from a plain mapping (e.g. a run directory's config.yaml)."""
+    """A checked config from a plain mapping (e.g. a run directory's config.yaml); piece specs come back in
+    their canonical string form with checked parameters."""
+    raw = _specs_from_raw(raw)
+    check_removed_keys(raw)
     cfg = build(RunConfig, raw)
+    cfg = resolve_specs(cfg)
     validate(cfg)
     return cfg
+
+
+def _at(raw: dict[str, Any], key: str) -> tuple[dict[str, Any] | None, str]:
+    """(the mapping holding the dotted `key`, its last part), or (None, last part) when a level is missing."""
+    *parents, last = key.split(".")
+    node: Any = raw
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), last
+
+
+def _specs_to_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = merge(raw, {})
+    for key in SPEC_KEYS:
+        node, last = _at(raw, key)
+        if node is not None and last in node:
+            node[last] = spec_to_raw(node[last])
+    return raw
+
+
+def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
+    raw = merge(raw, {})
+    for key in SPEC_KEYS:
+        node, last = _at(raw, key)
+        if node is not None and last in node:
+            node[last] = spec_from_raw(node[last], key)
+    rewards = raw.get("reward")
+    if isinstance(rewards, dict):
+        raw["reward"] = spec_from_raw(rewards, "reward")
+    elif isinstance(rewards, list):
+        raw["reward"] = [spec_from_raw(r, f"reward[{i}]") if isinstance(r, dict) else r for i, r in enumerate(rewards)]
+    return raw
+
+
+def spec_registries() -> dict[str, Any]:
+    """The registry each piece-spec key resolves in."""
+    from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+
+    return {"algorithm.advantage": ADVANTAGES, "algorithm.loss": LOSSES, "algorithm.filter": FILTERS}
+
+
+def resolve_specs(cfg: RunConfig) -> RunConfig:
+    """Check every piece spec against its registry (name, parameters, ranges) and write it back in the
+    canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
+    a = cfg.algorithm
+    canon = {k.split(".")[1]: reg.resolve(getattr(a, k.split(".")[1]), key=k).spec for k, reg in spec_registries().items()}
+    return dataclasses.replace(cfg, algorithm=dataclasses.replace(a, **canon))
+
+
+REMOVED_KEYS = {
+    "algorithm.rebel_eta": "algorithm.loss=rebel(eta=VALUE)",
+    "algorithm.rebel_pairs": "algorithm.loss=rebel(pairs=VALUE)",
+    "algorithm.agro_beta": "algorithm.loss=agro(beta=VALUE)",
+    "algorithm.agro_score_coef": "algorithm.loss=agro(score_coef=VALUE)",
+    "algorithm.teacher": "algorithm.loss=distil(teacher=VALUE)",
+    "algorithm.a_star_beta": "algorithm.loss=a_star_po(beta=VALUE)",
+    "algorithm.a_star_beta2": "algorithm.loss=a_star_po(beta2=VALUE)",
+    "algorithm.a_star_k": "algorithm.loss=a_star_po(k=VALUE)",
+    "algorithm.gae_gamma": "algorithm.advantage=gae(gamma=VALUE)",
+    "algorithm.gae_lambda": "algorithm.advantage=gae(lam=VALUE)",
+    "algorithm.gae_whiten": "algorithm.advantage=gae(whiten=VALUE)",
+    "algorithm.value_lr": "algorithm.advantage=gae(value_lr=VALUE)",
+    "algorithm.value_clip": "algorithm.advantage=gae(value_clip=VALUE)",
+    "algorithm.taco_alpha": "algorithm.advantage=taco(alpha=VALUE)",
+    "algorithm.taco_floor": "algorithm.advantage=taco(floor=VALUE)",
+    "algorithm.taco_window": "algorithm.advantage=taco(window=VALUE)",
+    "algorithm.exppo_strength": "algorithm.advantage=exppo(strength=VALUE)",
+    "algorithm.exppo_threshold": "algorithm.advantage=exppo(threshold=VALUE)",
+    "algorithm.aem_strength": "algorithm.advantage=aem(strength=VALUE)",
+    "algorithm.success_adaptive_threshold": "algorithm.advantage=success_adaptive(threshold=VALUE)",
+    "algorithm.success_adaptive_strength": "algorithm.advantage=success_adaptive(strength=VALUE)",
+    "algorithm.sa_mrpo_power": "algorithm.advantage=sa_mrpo(power=VALUE)",
+    "algorithm.tmn_difficulty": "algorithm.advantage=tmn(difficulty=VALUE)",
+    "algorithm.rapo_power": "algorithm.advantage=rapo(power=VALUE)",
+    "algorithm.maxrl_threshold": "algorithm.advantage=maxrl(threshold=VALUE)",
+    "algorithm.maxrl_order": "algorithm.advantage=maxrl(order=VALUE)",
+    "algorithm.maxrl_baseline": "algorithm.advantage=maxrl(baseline=VALUE)",
+    "algorithm.tree_normalize": "algorithm.advantage=tree(normalize=VALUE)",
+    "algorithm.progress_prior": "algorithm.advantage=progress(prior=VALUE)",
+    "algorithm.progress_normalize": "algorithm.advantage=progress(normalize=VALUE)",
+    "algorithm.serl_strength": "algorithm.advantage=serl(strength=VALUE)",
+    "algorithm.serl_temperature": "algorithm.advantage=serl(temperature=VALUE)",
+    "algorithm.explore_group_step_coef": "algorithm.advantage=explore_group(step_coef=VALUE)",
+    "algorithm.dynamic_sampling": "algorithm.filter=dapo (VALUE=true) or algorithm.filter=none",
+    "algorithm.max_refill_rounds": "algorithm.filter=dapo(max_refill_rounds=VALUE)",
+}
+"""Keys that were flat technique knobs, and their spelling now (a piece's parameters live in its spec)."""
+
+
+def check_removed_keys(raw: dict[str, Any]) -> None:
+    """Fail on a key that no longer exists with the message naming its new spelling."""
+    for key, new in REMOVED_KEYS.items():
+        node, last = _at(raw, key)
+        if node is not None and last in node:
+            value = node[last]
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            raise ConfigError(f"{key} was removed: a piece's parameters now live in its spec; write {new.replace('VALUE', shown)} (in YAML the mapping form works too, e.g. advantage: {{taco: {{alpha: 0.05}}}})")
 
 
 def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
@@ -177,8 +207,6 @@ def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
 
 def validate(cfg: RunConfig) -> None:
     """Cross-field checks; each failure says what to change."""
-    from ascent.algorithms import ADVANTAGES, LOSSES
-
     for key, value in _positive(cfg):
         if value <= 0:
             raise ConfigError(f"{key} must be > 0, got {value}")
@@ -209,16 +237,12 @@ def validate(cfg: RunConfig) -> None:
             f"train.prompts_per_step x rollout.samples_per_prompt = {rollouts} rollouts per step is not divisible "
             f"by algorithm.mini_batches={cfg.algorithm.mini_batches}; change one of them"
         )
-    for name, reg, key in [(cfg.algorithm.advantage, ADVANTAGES, "algorithm.advantage"), (cfg.algorithm.loss, LOSSES, "algorithm.loss")]:
-        if name not in reg:
-            raise ConfigError(f"{key}: unknown name {name!r}; valid names: {', '.join(reg.names())}")
     if cfg.algorithm.clip_low < 0 or cfg.algorithm.clip_high < 0:
         raise ConfigError("algorithm.clip_low and algorithm.clip_high must be >= 0")
     if cfg.algorithm.tis_cap is not None and cfg.algorithm.tis_cap < 1:
         raise ConfigError(f"algorithm.tis_cap must be >= 1 (or null), got {cfg.algorithm.tis_cap}")
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
-    _check_algorithm_knobs(cfg.algorithm)
     _check_runtime(cfg)
     if cfg.control.enabled and cfg.warmstart.steps == 0 and not cfg.warmstart.init_from:
         raise ConfigError("control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false")
@@ -250,27 +274,6 @@ def _check_agent(cfg: RunConfig) -> None:
         raise ConfigError("data.search_world: people, companies, cities, countries, questions_per_world and top_k must be >= 1, and cities >= countries")
     if cfg.data.task == "search_world" and cfg.model.source == "scratch" and a.max_total_tokens > cfg.model.max_position_embeddings:
         raise ConfigError(f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former")
-
-
-def _check_algorithm_knobs(a) -> None:
-    """Ranges of the technique knobs (AlgorithmConfig), so a bad value fails here, not as NaN steps later."""
-    opt = lambda v, lo, hi: v is None or lo(v) and hi(v)  # noqa: E731
-    gt0, ge0, ge1, le1, any_ = (lambda v: v > 0), (lambda v: v >= 0), (lambda v: v >= 1), (lambda v: v <= 1), (lambda v: True)
-    checks = [
-        ("rebel_eta", a.rebel_eta, gt0, any_, "> 0"), ("agro_beta", a.agro_beta, gt0, any_, "> 0"),
-        ("agro_score_coef", a.agro_score_coef, ge0, any_, ">= 0"), ("a_star_beta", a.a_star_beta, gt0, any_, "> 0"),
-        ("a_star_beta2", a.a_star_beta2, gt0, any_, "> 0 (or null)"), ("a_star_k", a.a_star_k, ge1, any_, ">= 1"),
-        ("gae_gamma", a.gae_gamma, gt0, le1, "in (0, 1]"), ("gae_lambda", a.gae_lambda, ge0, le1, "in [0, 1]"),
-        ("value_lr", a.value_lr, gt0, any_, "> 0 (or null)"), ("value_clip", a.value_clip, gt0, any_, "> 0 (or null)"),
-        ("taco_alpha", a.taco_alpha, gt0, any_, "> 0"), ("taco_floor", a.taco_floor, gt0, le1, "in (0, 1]"),
-        ("taco_window", a.taco_window, ge1, any_, ">= 1"), ("maxrl_order", a.maxrl_order, ge0, any_, ">= 0 (0: the group size)"),
-        ("success_adaptive_strength", a.success_adaptive_strength, ge0, le1, "in [0, 1]"),
-    ]
-    for name, value, lo, hi, text in checks:
-        if not opt(value, lo, hi):
-            raise ConfigError(f"algorithm.{name} must be {text}, got {value}")
-    if a.loss == "distil" and not a.teacher:
-        raise ConfigError("algorithm.loss=distil needs algorithm.teacher: a checkpoint folder or a run directory of a model with the same tokenizer")
 
 
 def _check_runtime(cfg: RunConfig) -> None:

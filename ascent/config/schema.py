@@ -211,12 +211,13 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    """The registered pieces and their knobs."""
+    """The registered pieces (each with its own parameters in its spec) and the knobs every loss shares."""
 
     advantage: str = "grpo"
-    """Advantage estimator (`ascent list advantages`)."""
+    """Advantage estimator and its parameters, `name` or `name(key=value, ...)` (`ascent list advantages
+    --params`); in YAML also `{name: {key: value}}`."""
     loss: str = "ppo_clip"
-    """Policy loss (`ascent list losses`)."""
+    """Policy loss and its parameters, `name` or `name(key=value, ...)` (`ascent list losses --params`)."""
     loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = "token-mean"
     """How the (sequence, token) loss matrix is reduced to a scalar."""
     clip_low: float = 0.2
@@ -225,11 +226,9 @@ class AlgorithmConfig:
     """PPO clip above: ratio <= 1 + clip_high (DAPO's clip-higher when > clip_low)."""
     dual_clip: Optional[float] = None
     """Dual-clip constant c > 1 bounding the loss of negative advantages (None: off)."""
-    dynamic_sampling: bool = False
-    """DAPO dynamic sampling: drop groups whose rewards are all equal (no signal) and sample more prompts
-    until train.prompts_per_step informative groups are collected or max_refill_rounds is reached."""
-    max_refill_rounds: int = 3
-    """Extra sampling rounds per step for dynamic sampling."""
+    filter: str = "none"
+    """Group filter with refills (`ascent list filters`): e.g. `dapo` (DAPO's dynamic sampling: groups whose
+    rewards are all equal are dropped and fresh prompts sampled, up to its max_refill_rounds); none: keep all."""
     tis_cap: Optional[float] = None
     """Truncated importance sampling cap C: ratio-based losses weight each token by
     min(pi_learner / pi_sampler, C) using the log-probs recorded at sampling time (None: off)."""
@@ -245,72 +244,6 @@ class AlgorithmConfig:
     """Optimizer steps per pass (the rollout batch is split into this many mini-batches)."""
     norm_length: Optional[int] = None
     """Constant length for seq-mean-token-sum-norm (None: rollout.max_new_tokens)."""
-    rebel_eta: float = 1.0
-    """REBEL (#38): the regression predicts r(y) - r(y') by (1/eta) [log pi/pi_old(y) - log pi/pi_old(y')]."""
-    rebel_pairs: Literal["all", "adjacent"] = "all"
-    """REBEL: pairs within each group: every pair, or disjoint neighbours (0,1), (2,3), ... (the paper's two samples)."""
-    agro_beta: float = 0.1
-    """AGRO (#83): beta of the consistency r(y) - beta log pi/pi_ref(y) = const of the KL-regularised optimum."""
-    agro_score_coef: float = 0.0
-    """AGRO: weight of the on-policy likelihood-ratio part of the consistency loss's gradient (0: pathwise part only)."""
-    teacher: Optional[str] = None
-    """DistIL (#66): teacher model, a checkpoint folder or a run directory (its latest checkpoint); same tokenizer."""
-    a_star_beta: float = 0.5
-    """A*-PO (#104): beta of stage 1, V*(x) = beta log mean_j exp(r_j / beta) over reference samples."""
-    a_star_beta2: Optional[float] = None
-    """A*-PO: beta of the stage-2 regression (None: a_star_beta; the authors' scripts use 1e-3)."""
-    a_star_k: int = 8
-    """A*-PO: reference-policy samples per training prompt for V*."""
-    gae_gamma: float = 1.0
-    """GAE: discount per token."""
-    gae_lambda: float = 0.95
-    """GAE: lambda, the bias/variance trade-off (1: Monte Carlo returns minus the value)."""
-    gae_whiten: bool = True
-    """GAE: normalise the advantages over the batch's valid tokens (mean 0, std 1)."""
-    value_lr: Optional[float] = None
-    """GAE critic learning rate (None: train.optim.lr); the critic has its own AdamW and schedule."""
-    value_clip: Optional[float] = 0.2
-    """GAE critic: clip new values to old +- value_clip in the value loss (None: unclipped)."""
-    taco_alpha: float = 0.01
-    """TACO (#6): tail-risk strictness; a token is risky when -log p > local entropy + log(1/alpha)."""
-    taco_floor: float = 0.1
-    """TACO: smallest factor on a risky token's positive advantage (1 - the paper's lambda), in (0, 1]."""
-    taco_window: int = 16
-    """TACO: preceding completion tokens whose mean surprisal estimates the local entropy."""
-    exppo_strength: float = 0.5
-    """ExPPO (#98): bound of the surprisal shaping, weights in [1 - s, 1 + s] times the pass rate; in [0, 1)."""
-    exppo_threshold: float = 1.0
-    """ExPPO: a response passes (counts in the prompt's pass rate) when its reward is >= this."""
-    aem_strength: float = 0.5
-    """AEM (#91): bound of the advantage x relative-surprisal rescaling, factors in [1 - s, 1 + s]; in [0, 1)."""
-    success_adaptive_threshold: float = 1.0
-    """GUI-Libra success-adaptive scaling (#8): a sample succeeds when its reward is >= this."""
-    success_adaptive_strength: float = 1.0
-    """success_adaptive: negative advantages are multiplied by 1 - strength x the group's success rate; in [0, 1]."""
-    sa_mrpo_power: float = 1.0
-    """SA-MRPO (#52): each objective's discount is (1 - batch saturation) ** power (0: no discount)."""
-    tmn_difficulty: float = 1.0
-    """TMN-Reweight (#71): a group weighs 1 + this x (1 - its mean reward placed in its task's range)."""
-    rapo_power: float = 1.0
-    """RAPO (#9): GRPO advantages times (2 sqrt(p (1 - p))) ** -power, p the group mean reward (0: GRPO)."""
-    maxrl_threshold: float = 1.0
-    """MaxRL (#50): a sample is correct when its reward is >= this."""
-    maxrl_order: int = 0
-    """MaxRL: order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood (0: group size)."""
-    maxrl_baseline: bool = True
-    """MaxRL: subtract the unbiased leave-one-out baseline (zeroes all-correct and all-failed groups)."""
-    tree_normalize: bool = True
-    """Tree (#78): divide turn advantages by the group's outcome std (+ std_eps), as GRPO does."""
-    progress_prior: float = 1.0
-    """Progress (#79): pseudo-count shrinking each tree node's mean outcome toward the progress before the turn (0: raw means)."""
-    progress_normalize: bool = True
-    """Progress: divide the per-turn contributions by the group's outcome std (+ std_eps)."""
-    serl_strength: float = 0.5
-    """SERL (#55): share of each trajectory's credit that environment feedback moves between its turns, in [0, 1] (0: GRPO)."""
-    serl_temperature: float = 1.0
-    """SERL: softmax temperature of the feedback weights (smaller: credit concentrates on the decisive turns)."""
-    explore_group_step_coef: float = 0.0
-    """Exploration-aware grouping (#94): a turn's return is the outcome plus this x its step reward (extras turn_rewards)."""
 
 
 @dataclass(frozen=True)
