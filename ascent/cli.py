@@ -23,8 +23,8 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.data.tasks import DataError
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
-    from ascent.trainer.compare import CompareError
-    from ascent.trainer.pipeline import RunDirError
+    from ascent.app.compare import CompareError
+    from ascent.app.runs import RunDirError
     from ascent.trainer.rl import TrainingError
 
     return (CompareError, ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
@@ -32,7 +32,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from ascent.config import ConfigError, load_config
-    from ascent.trainer.pipeline import train
+    from ascent.app.pipeline import train
 
     recipes = [a for a in args.items if "=" not in a]
     overrides = [a for a in args.items if "=" in a]
@@ -47,31 +47,13 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def find_config(target: Path) -> tuple[Path, Path]:
-    """(run dir, model folder) for a run directory or a checkpoint folder inside one."""
-    from ascent.trainer.checkpoint import Checkpointer
-
-    if (target / "config.yaml").exists():
-        latest = Checkpointer(target / "checkpoints").latest()
-        model = latest or (target / "warmstart")
-        if not model.exists():
-            raise FileNotFoundError(f"{target} has no checkpoint yet")
-        return target, model
-    for parent in target.resolve().parents:
-        if (parent / "config.yaml").exists():
-            return parent, target
-    raise FileNotFoundError(f"{target} is neither a run directory nor a checkpoint inside one (no config.yaml found)")
-
-
 def cmd_eval(args: argparse.Namespace) -> int:
-    import yaml
-
-    from ascent.config.loader import config_from_dict, merge, parse_overrides
+    from ascent.app.pipeline import evaluate, prepare
+    from ascent.app.runs import find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
-    from ascent.trainer.pipeline import evaluate, new_policy, prepare
 
     run_dir, model_dir = find_config(Path(args.target))
-    cfg = config_from_dict(merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(args.overrides)))
+    cfg = read_run_config(run_dir, args.overrides)
     run, policy = prepare(cfg, run_dir, {})
     load_weights(policy.model, model_dir)
     result = evaluate(run, policy)
@@ -81,7 +63,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from ascent.config import ConfigError
-    from ascent.trainer.compare import compare
+    from ascent.app.compare import compare
 
     recipes = [a for a in args.items if "=" not in a]
     overrides = [a for a in args.items if "=" in a]

@@ -58,7 +58,7 @@ def one_run(args, task: list[str], runtime: list[str]) -> dict:
     from ascent.rollout.engine import make_engine
     from ascent.runtime import make_trainer
     from ascent.trainer.evaluate import Evaluator
-    from ascent.trainer.pipeline import prepare
+    from ascent.app.pipeline import prepare
     from ascent.trainer.rl import RLParts
 
     model = ["model.hidden_size=64", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=128"]

@@ -173,7 +173,7 @@ def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
     """`(run, RLTrainer)` for a loaded config in `run_dir`, its engine built from the config's rollout keys
     (backend, cap, precision, shards): the set-up every benchmark of a whole ascent step shares."""
     from ascent.rollout.engine import make_engine
-    from ascent.trainer.pipeline import prepare
+    from ascent.app.pipeline import prepare
     from ascent.trainer.rl import RLParts, RLTrainer
 
     run, policy = prepare(cfg, run_dir, {})

@@ -105,3 +105,21 @@ class Checkpointer:
     @staticmethod
     def load_state(path: Path) -> dict[str, Any]:
         return torch.load(path / "trainer_state.pt", weights_only=False)
+
+
+def resolve_model_folder(target: Path) -> tuple[Path, Path]:
+    """(run dir, model folder) for a run directory or a checkpoint folder inside one.
+
+    A run directory (it holds config.yaml) gives its latest complete `checkpoints/step_N`, else its
+    `warmstart/`; a checkpoint folder gives itself and the run directory above it.
+    """
+    target = Path(target)
+    if (target / "config.yaml").exists():
+        model = Checkpointer(target / "checkpoints").latest() or (target / "warmstart")
+        if not model.exists():
+            raise FileNotFoundError(f"{target} has no checkpoint yet")
+        return target, model
+    for parent in target.resolve().parents:
+        if (parent / "config.yaml").exists():
+            return parent, target
+    raise FileNotFoundError(f"{target} is neither a run directory nor a checkpoint inside one (no config.yaml found)")

@@ -18,7 +18,7 @@ class TeacherError(ValueError):
 
 def resolve_teacher(path: str | Path) -> tuple[Path | None, Path]:
     """(run directory or None, model folder) for a run directory or a checkpoint folder."""
-    from ascent.cli import find_config
+    from ascent.trainer.checkpoint import resolve_model_folder as find_config
 
     target = Path(path)
     if not target.exists():

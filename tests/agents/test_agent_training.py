@@ -22,7 +22,7 @@ from ascent.rollout import make_engine
 from ascent.rollout.batch import concat_batches
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.learner import Learner
-from ascent.trainer.pipeline import make_demonstrations, prepare, train
+from ascent.app.pipeline import make_demonstrations, prepare, train
 from ascent.trainer.rl import RLParts, RLTrainer, advantage_input
 
 WORLD = SearchWorldTaskConfig(people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160)
@@ -177,7 +177,7 @@ def reward_file(tmp_path):
 def test_one_rl_step_changes_parameters(tmp_path, reward_file):
     cfg = load_config("search-agent", TINY + [f"reward={reward_file}", f"output_dir={tmp_path}", "train.optim.lr=1e-2", "train.steps=1"])
     run, policy = prepare(cfg, tmp_path / "run", {})
-    from ascent.trainer.pipeline import make_collector
+    from ascent.app.pipeline import make_collector
 
     engine = make_engine("ascent")
     trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)))

@@ -20,7 +20,7 @@ from ascent.algorithms import ADVANTAGES, AdvantageInput
 from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
 from ascent.rollout.engine import make_engine
-from ascent.trainer.pipeline import prepare
+from ascent.app.pipeline import prepare
 from ascent.trainer.rl import RLParts, RLTrainer
 
 CFG = AlgorithmConfig()

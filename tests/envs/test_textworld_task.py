@@ -174,7 +174,7 @@ def test_demonstrations_win_unless_the_player_gives_up(task):
 
 @needs_tw
 def test_recipe_runs_end_to_end(tmp_path, cache):
-    from ascent.trainer.pipeline import train
+    from ascent.app.pipeline import train
 
     tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
             "data.num_train=3", "data.num_eval=2", f"data.textworld.cache_dir={cache}", "agent.max_turns=2", "agent.max_turn_tokens=8",

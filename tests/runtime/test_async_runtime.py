@@ -19,7 +19,7 @@ from ascent.runtime import make_trainer
 from ascent.runtime.async_trainer import AsyncTrainer
 from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutWorker, trainable_state
 from ascent.trainer.checkpoint import Checkpointer
-from ascent.trainer.pipeline import prepare, train
+from ascent.app.pipeline import prepare, train
 from ascent.trainer.rl import RLParts
 from tests.trainer.test_learning import REWARD, TINY
 

@@ -14,7 +14,7 @@ from ascent.config import load_config
 from ascent.config.loader import to_dict
 from ascent.policy.model import Policy
 from ascent.trainer.checkpoint import Checkpointer
-from ascent.trainer.pipeline import prepare
+from ascent.app.pipeline import prepare
 from ascent.trainer.teacher import TeacherError
 from ascent.trainer.rl import RLParts, RLTrainer, TrainingError
 from ascent.rollout.engine import make_engine

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from ascent.config import load_config
 from ascent.trainer.checkpoint import Checkpointer
-from ascent.trainer.pipeline import train
+from ascent.app.pipeline import train
 
 TINY = [
     "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 import yaml
 
-from ascent.config.loader import config_from_dict, derived, to_dict
+from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.data.tasks import TaskData, load_task
@@ -32,6 +31,7 @@ from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.evaluate import AgentEvaluator
 from ascent.agents.loop import AgentConfig
 from ascent.agents.task import demonstrations
+from ascent.app.runs import RunDirError, open_run
 from ascent.rollout.collector import Collector
 from ascent.rollout.engine import RolloutEngine, make_engine
 from ascent.rollout.types import SamplingSettings
@@ -41,10 +41,6 @@ from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_at
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
-
-
-class RunDirError(ValueError):
-    """The run directory cannot be used as asked."""
 
 
 @dataclass
@@ -221,24 +217,6 @@ def control_phase(run: Run) -> dict[str, float]:
     optim = replace(run.cfg.train.optim, lr=run.cfg.control.lr or run.cfg.train.optim.lr)
     sft_phase(run, policy, "control", steps, optim, run.cfg.train.eval_every)
     return evaluate(run, policy)
-
-
-def open_run(cfg: RunConfig | None, run_dir: Path | None, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None) -> RunConfig:
-    """Check the run directory; on resume read its config.yaml (with overrides applied)."""
-    from ascent.config.loader import merge, parse_overrides
-
-    if resume:
-        if not (run_dir / "config.yaml").exists():
-            raise RunDirError(f"{run_dir} is not a run directory (no config.yaml); start a run with `ascent train RECIPE`")
-        raw = merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(overrides or []))
-        return config_from_dict(raw)
-    if (run_dir / "state.json").exists():
-        if not overwrite:
-            raise RunDirError(f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, start over with --overwrite, or choose another name=...")
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    return cfg
 
 
 def train(cfg: RunConfig | None = None, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False, stop_at: Optional[int] = None, overrides: Optional[list[str]] = None) -> dict[str, Any] | None:

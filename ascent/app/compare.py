@@ -1,7 +1,7 @@
 """`ascent compare`: the same task, the same warm-start checkpoint, several algorithm variants x seeds.
 
-The method of "Tricks or Traps?" (#21 in the catalogue): change ONE piece at a time and compare on the
-same task from the same starting point. Layout of `compare/<name>/`:
+The method of "Tricks or Traps?" (Liu et al., 2025, arXiv:2508.08221): change ONE piece at a time and compare
+on the same task from the same starting point. Layout of `compare/<name>/`:
 
     plan.json        the recipe, shared overrides, variants and seeds (a rerun must match it)
     warmstart/       one run that trains the shared warm start (train.steps=0)
