@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ascent.config.loader import ConfigError
+from ascent.typed import ConfigError
 from ascent.rollout.types import Generation, SamplingSettings
 
 INSTALL_HINT = "install ascent[vllm] on a GPU machine (pip install -e '.[vllm]')"
