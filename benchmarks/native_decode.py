@@ -2,7 +2,7 @@
 process, alternating call by call (ABBA), on the same model, prompts and seeds.
 
 `--compare step` (default): the native whole decode step (`rollout.decode_step=native`,
-`ascent/rollout/kernels/decode_step.c`: one C call per step) against the torch forward with the native
+`ascent/kernels/decode_step.c`: one C call per step) against the torch forward with the native
 attention kernel (`decode_step=torch`, `attention=native`): what the step kernel adds.
 `--compare attention`: the torch forward with the native decode-attention kernel (one C pass per (row, kv
 head), `decode_attention.c`) against torch ops (two batched matmuls, a mask, a scale and a softmax per
@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import load, scratch_policy, smollm2_policy  # noqa: E402
 from rollout_throughput import WORKLOADS, prompt_ids  # noqa: E402
 
-from ascent.rollout import SamplingSettings, kernels  # noqa: E402
+from ascent import kernels  # noqa: E402
+from ascent.rollout import SamplingSettings  # noqa: E402
 from ascent.rollout.engine import FastEngine  # noqa: E402
 from ascent.runtime.memory import tune_malloc  # noqa: E402
 

@@ -13,7 +13,7 @@ from ascent.policy.tokenizer import char_tokenizer
 @pytest.fixture
 def native():
     """ascent's native CPU kernels (built on first use); the test is skipped where they cannot be built."""
-    from ascent.rollout import kernels
+    from ascent import kernels
 
     lib = kernels.load()
     if lib is None:

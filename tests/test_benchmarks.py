@@ -30,7 +30,7 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
 
 
 def test_native_decode_compares_kernels_and_torch_ops():
-    from ascent.rollout import kernels
+    from ascent import kernels
 
     if kernels.load() is None:
         import pytest

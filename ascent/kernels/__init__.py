@@ -1,4 +1,6 @@
-"""Native CPU kernels of the rollout engine, compiled at first use and loaded with ctypes.
+"""ascent's native CPU kernels (the rollout engine's decode step, the learner's fused RMSNorm), compiled at
+first use and loaded with ctypes. A package of its own, below `ascent.policy` and `ascent.rollout`, which both
+use it.
 
 Three sources; the first two are called by `ascent.rollout.fast.Decoder` for a one-token step on one thread:
 - `decode_attention.c`: a decode step's attention over the engine's fp32 KV cache in one pass (scores,

@@ -1,6 +1,6 @@
 /* ascent: one decode step of attention over the engine's KV cache, fp32, one thread.
 
-   Built at first use by ascent/rollout/kernels/__init__.py (cc -O3 -march=native) and called through
+   Built at first use by ascent/kernels/__init__.py (cc -O3 -march=native) and called through
    ctypes, which releases the GIL, so the decode shards of `rollout.shards` run it in parallel.
 
    Why: on a CPU a decode step's attention is two batched matrix-vector products per layer (q . K^T, then

@@ -1,4 +1,4 @@
-/* ascent's native rollout kernels: what one source file exports to another. */
+/* ascent's native CPU kernels: what one source file exports to another. */
 #ifndef ASCENT_KERNELS_H
 #define ASCENT_KERNELS_H
 #include <stdint.h>

@@ -5,7 +5,7 @@ multiplies forward, and about a dozen element-wise passes backward, each over th
 activation; on the TRL-comparison workload (3.17M Qwen2, 128 x 71 tokens, fp32) one norm's forward +
 backward took ~17 ms, nine of them ~10% of the update. `fuse_rms_norms(model)` swaps each such module for
 `FusedRMSNorm` (same `weight` parameter, same state-dict keys), whose forward runs `RMSNormFunction`: the
-C kernels of `ascent/rollout/kernels/rms_norm.c`, one pass forward (keeping one float per row, not the
+C kernels of `ascent/kernels/rms_norm.c`, one pass forward (keeping one float per row, not the
 intermediate tensors) and one pass backward, rows split across the torch threads. This is the fused
 RMSNorm of Liger Kernel (Hsu et al. 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training"),
 written for CPU learners. Same values and gradients as HF's module to float rounding (tests).
@@ -108,7 +108,7 @@ class FusedRMSNorm(torch.nn.Module):
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        from ascent.rollout import kernels
+        from ascent import kernels
 
         self._native = kernels.load()  # None where they are unavailable: the HF formula
 
@@ -116,7 +116,7 @@ class FusedRMSNorm(torch.nn.Module):
 def fuse_rms_norms(model: torch.nn.Module) -> int:
     """Swap every HF RMSNorm of `model` (peft-wrapped too) for `FusedRMSNorm`; returns how many. 0 when the
     native kernels are unavailable here (no C compiler, `ASCENT_NATIVE=0`): the model is left as it was."""
-    from ascent.rollout import kernels
+    from ascent import kernels
 
     native = kernels.load()
     if native is None:

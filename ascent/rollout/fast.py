@@ -19,7 +19,7 @@ RL framework secretly brings you off-policy RL training").
 
 Native decode step. On the CPU, a one-token step of an fp32 model on one intra-op thread (each shard of a
 sharded rollout, or a one-thread process) runs by default as one C call (`forward_native`,
-`ascent/rollout/kernels/decode_step.c`, compiled at first use): embedding, norms, the block matrices (packed
+`ascent/kernels/decode_step.c`, compiled at first use): embedding, norms, the block matrices (packed
 once per decoder into column panels and multiplied by a register-tiled kernel), rope, cache writes,
 attention, SiLU, residuals and the output layer, with the GIL released, so the shards run in parallel and
 no step pays ~70 op dispatches. `decode_step="torch"` (`rollout.decode_step=torch`) keeps the torch forward;
@@ -27,7 +27,7 @@ no step pays ~70 op dispatches. `decode_step="torch"` (`rollout.decode_step=torc
 compiler). Prefill (several tokens per row) always runs the torch forward.
 
 Decode attention in the torch forward. A one-token step's attention over an fp32 cache on the CPU runs,
-by default, in ascent's native kernel (`ascent.rollout.kernels`): scores, mask, softmax and the weighted
+by default, in ascent's native kernel (`ascent.kernels`): scores, mask, softmax and the weighted
 sum of values in one pass per (row, kv head) instead of two batched matrix-vector products and four
 element-wise ops per layer (the native step calls the same kernel). `attention="torch"`
 (`rollout.attention=torch`) keeps the torch ops; "auto" falls back to them where the kernel cannot be
@@ -152,7 +152,7 @@ class Decoder:
             if attention == "native":
                 raise ValueError(f"rollout.attention=native needs an fp32 model on the CPU, got {self.dtype} on {self.embed.device.type}; use auto or torch")
             return None
-        from ascent.rollout import kernels
+        from ascent import kernels
 
         native = kernels.load()
         if native is None and attention == "native":
@@ -171,7 +171,7 @@ class Decoder:
         if attention == "torch":
             why = "rollout.attention=torch keeps torch ops"
         elif self.native is None:
-            from ascent.rollout import kernels
+            from ascent import kernels
 
             why = f"the native kernels are unavailable ({kernels.unavailable() or 'not an fp32 CPU model'})"
         elif self.compute_dtype != torch.float32:
@@ -193,7 +193,7 @@ class Decoder:
             return self._step_model
 
     def _build_step_model(self):
-        from ascent.rollout import kernels
+        from ascent import kernels
 
         pack = self.native.pack
         packed = {name: [pack(getattr(w, name)) for w in self.layers] for name in ("qkv", "o", "gate_up", "down")}

@@ -1,4 +1,4 @@
-"""The native decode-attention kernel (`ascent.rollout.kernels`): the same attention as the torch ops, the
+"""The native decode-attention kernel (`ascent.kernels`): the same attention as the torch ops, the
 same samples through the engine, and a clear fallback or error when it cannot be built."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ascent.rollout import SamplingSettings, kernels, make_engine
+from ascent import kernels
+from ascent.rollout import SamplingSettings, make_engine
 from ascent.rollout.engine import FastEngine
 from ascent.rollout.fast import Decoder
 
@@ -110,7 +111,7 @@ def test_auto_uses_the_kernel_where_it_applies(native, tokenizer):
 def test_disabled_kernel_falls_back_or_fails_clearly(fresh_kernels, monkeypatch, tokenizer, caplog):
     monkeypatch.setenv("ASCENT_NATIVE", "0")
     model = qwen(tokenizer, 32, 4, 2)
-    with caplog.at_level("WARNING", logger="ascent.rollout.kernels"):
+    with caplog.at_level("WARNING", logger="ascent.kernels"):
         assert Decoder(model).native is None
     assert "ASCENT_NATIVE=0" in kernels.unavailable() and "unavailable" in caplog.text
     with pytest.raises(RuntimeError, match="native kernel is unavailable .*ASCENT_NATIVE=0"):

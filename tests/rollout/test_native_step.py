@@ -1,4 +1,4 @@
-"""The native whole decode step (`rollout.decode_step`, `ascent/rollout/kernels/decode_step.c`): the same
+"""The native whole decode step (`rollout.decode_step`, `ascent/kernels/decode_step.c`): the same
 logits as the torch forward for Qwen2 (q/k/v biases, tied output layer) and Llama (no biases, untied) with
 GQA, lockstep and per-row cache columns; the same samples through the engine; argument checks in C that
 become clear errors; and the fallbacks of `auto`."""
@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from ascent.config.loader import ConfigError, load_config
-from ascent.rollout import SamplingSettings, kernels, make_engine
+from ascent import kernels
+from ascent.rollout import SamplingSettings, make_engine
 from ascent.rollout.engine import FastEngine
 from ascent.rollout.fast import Decoder
 

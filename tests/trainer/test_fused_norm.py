@@ -12,7 +12,7 @@ import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
 from ascent.policy.fused import FusedRMSNorm, fuse_rms_norms
-from ascent.rollout import kernels
+from ascent import kernels
 
 
 @pytest.mark.parametrize(("shape", "hidden"), [((3, 200), 40), ((7, 150), 64), ((5,), 19)])
