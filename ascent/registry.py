@@ -12,6 +12,7 @@ builds and checks them and returns a `Piece` that calls the function with `param
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 
@@ -36,6 +37,8 @@ class Entry(Generic[F]):
     description: str
     params: Optional[type] = None
     """Frozen dataclass of the piece's parameters (None: it takes none)."""
+    state: Optional[type] = None
+    """Class of the piece's run state and stages (`ascent.algorithms.state.PieceState`), None: stateless."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Piece(Generic[F]):
     params: Any = None
     spec: str = ""
     """The canonical spec string, `name(key=value, ...)` with the non-default parameters."""
+    state: Optional[type] = None
+    """The piece's state class (see `Entry.state`); the trainer makes one per run: `state(params, services)`."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.params is not None:
@@ -61,6 +66,10 @@ class Piece(Generic[F]):
     def requires(self) -> frozenset[str]:
         """What the piece declares it needs beyond its kind's default inputs (`fn.requires`)."""
         return frozenset(getattr(self.fn, "requires", ()))
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
 
 
 class Registry(Generic[F]):
@@ -81,16 +90,17 @@ class Registry(Generic[F]):
         self.kind = kind
         self._entries: dict[str, Entry[F]] = {}
 
-    def register(self, name: str, description: str | None = None, params: type | None = None) -> Callable[[F], F]:
+    def register(self, name: str, description: str | None = None, params: type | None = None, state: type | None = None) -> Callable[[F], F]:
         """Decorator: register `fn` under `name`; the description defaults to the docstring's first line;
-        `params`: the frozen dataclass of its parameters, passed to it as `params=`."""
+        `params`: the frozen dataclass of its parameters, passed to it as `params=`; `state`: the class that
+        holds what the piece keeps across steps or prepares before the first (a critic, a stage-1 estimate)."""
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             doc = description or (fn.__doc__ or "").strip().splitlines()[0:1]
             text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-            self._entries[name] = Entry(name=name, fn=fn, description=text.strip(), params=params)
+            self._entries[name] = Entry(name=name, fn=fn, description=text.strip(), params=params, state=state)
             return fn
 
         return deco
@@ -109,7 +119,8 @@ class Registry(Generic[F]):
         """`name` or `name(key=value, ...)` -> a Piece with its parameters built and checked; a bad name,
         an unknown parameter or a value out of range raises ConfigError naming `key` and the piece.
 
-        >>> from dataclasses import dataclass
+        >>> import dataclasses
+from dataclasses import dataclass
         >>> r = Registry("scale")
         >>> @dataclass(frozen=True)
         ... class TimesParams:
@@ -129,11 +140,10 @@ class Registry(Generic[F]):
         if entry.params is None:
             if kwargs:
                 raise ConfigError(f"{where}{self.kind} {name!r} takes no parameters, got {', '.join(kwargs)}")
-            return Piece(name, entry.fn, None, name)
+            return Piece(name, entry.fn, None, name, entry.state)
         params = build(entry.params, kwargs, prefix=f"{key + ' ' if key else ''}{name}")
-        defaults = entry.params()
-        changed = {f: getattr(params, f) for f in params.__dataclass_fields__ if getattr(params, f) != getattr(defaults, f)}
-        return Piece(name, entry.fn, params, format_spec(name, changed))
+        changed = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if getattr(params, f.name) != _default(f)}
+        return Piece(name, entry.fn, params, format_spec(name, changed), entry.state)
 
     def params_help(self, name: str) -> list[tuple[str, str, Any, str]]:
         """(parameter, type, default, help) of a piece's parameters (empty when it takes none)."""

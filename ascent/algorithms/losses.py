@@ -1,4 +1,5 @@
-"""Policy losses. ONE signature: `fn(inp: LossInput, cfg: AlgorithmConfig) -> (loss, metrics)`.
+"""Policy losses. ONE signature: `fn(inp: LossInput, cfg: AlgorithmConfig[, params]) -> (loss, metrics)`;
+a loss with parameters of its own declares their dataclass at registration and receives them as `params=`.
 
 Each loss builds a (N, T) loss matrix and reduces it with `aggregate` (the only reduction), then adds the
 optional KL penalty to the reference policy. Metrics use the `loss/` namespace.
@@ -6,9 +7,14 @@ optional KL penalty to the reference policy. Metrics use the `loss/` namespace.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal, Optional
+
 import torch
 
+from ascent.algorithms.a_star import AStarParams, AStarState
 from ascent.algorithms.aggregate import aggregate, masked_mean
+from ascent.algorithms.distil import DistilParams, DistilState
 from ascent.algorithms.kl import kl_penalty
 from ascent.algorithms.types import LossInput
 from ascent.registry import Registry
@@ -22,7 +28,8 @@ def _reduce(loss_mat: torch.Tensor, inp: LossInput, cfg) -> torch.Tensor:
 
 def tis_weight(inp: LossInput, cfg) -> torch.Tensor:
     """Truncated importance sampling (Yao et al. 2025, "Your efficient RL framework secretly brings you
-    off-policy RL training", #63/#73): w_t = min(pi_old(t) / pi_sampler(t), C) with C = algorithm.tis_cap,
+    off-policy RL training"; the correction of PSN-RLVR, Bai et al., 2026, arXiv:2602.02555, and RAPID,
+    Huang et al., 2025, arXiv:2510.03515): w_t = min(pi_old(t) / pi_sampler(t), C) with C = algorithm.tis_cap,
     correcting for the gap between the learner's and the rollout engine's log-probs. 1 when off."""
     if cfg.tis_cap is None or inp.sampled_logprobs is None:
         return torch.ones_like(inp.old_logprobs)
@@ -206,13 +213,27 @@ def sequence_log_ratio_sum(logprobs: torch.Tensor, other: torch.Tensor, mask: to
     return ((logprobs - other) * mask).sum(-1)
 
 
-@LOSSES.register("rebel")
+@dataclass(frozen=True)
+class RebelParams:
+    """REBEL's regression."""
+
+    eta: float = 1.0
+    """The regression predicts r(y) - r(y') by (1/eta) [log pi/pi_old(y) - log pi/pi_old(y')]."""
+    pairs: Literal["all", "adjacent"] = "all"
+    """Pairs within each group: every pair, or disjoint neighbours (0,1), (2,3), ... (the paper's two samples)."""
+
+    def __post_init__(self) -> None:
+        if self.eta <= 0:
+            raise ValueError(f"eta must be > 0, got {self.eta}")
+
+
+@LOSSES.register("rebel", params=RebelParams)
 @requires("rewards", "groups")
-def rebel(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-    """REBEL (#38, Gao et al. 2024): regress reward differences with policy log-ratio differences.
+def rebel(inp: LossInput, cfg, params: RebelParams = RebelParams()) -> tuple[torch.Tensor, dict[str, float]]:
+    """REBEL (Gao et al., 2024, arXiv:2404.16767): regress reward differences with policy log-ratio differences.
 
     For pairs (y, y') of one prompt, l = ((1/eta) [log pi/pi_old(y) - log pi/pi_old(y')] - (r(y) - r(y')))^2,
-    log-ratios summed over each sequence's tokens. Pairing (`rebel_pairs`): "all" uses every pair of the
+    log-ratios summed over each sequence's tokens. Pairing (`pairs`): "all" uses every pair of the
     group (G(G-1)/2 regressions from G samples), "adjacent" the disjoint pairs (1st, 2nd), (3rd, 4th), ...
     i.e. the paper's two-samples-per-prompt form. Each sequence's loss is the mean of its pairs' losses;
     the mean over the mini-batch's sequences equals the mean over pairs when groups are full. Sequence-level,
@@ -223,8 +244,8 @@ def rebel(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     _need(inp, "rebel", "rewards", "group_index")
     ok = usable(inp)
     seq = sequence_log_ratio_sum(inp.logprobs, inp.old_logprobs, inp.mask)  # (N,)
-    i, j = group_pairs(inp.group_index, ok, cfg.rebel_pairs)
-    pred = (seq[i] - seq[j]) / cfg.rebel_eta  # (P,)
+    i, j = group_pairs(inp.group_index, ok, params.pairs)
+    pred = (seq[i] - seq[j]) / params.eta  # (P,)
     target = inp.rewards[i] - inp.rewards[j]
     gap = sequence_tis_gap(inp)
     sq = truncated_weight(gap[i] + gap[j], cfg) * (pred - target).pow(2)  # (P,)
@@ -238,10 +259,24 @@ def rebel(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("agro")
+@dataclass(frozen=True)
+class AgroParams:
+    """AGRO's consistency loss."""
+
+    beta: float = 0.1
+    """Beta of the consistency r(y) - beta log pi/pi_ref(y) = const of the KL-regularised optimum."""
+    score_coef: float = 0.0
+    """Weight of the on-policy likelihood-ratio part of the consistency loss's gradient (0: pathwise part only)."""
+
+    def __post_init__(self) -> None:
+        if self.beta <= 0 or self.score_coef < 0:
+            raise ValueError(f"beta must be > 0 and score_coef >= 0, got {self.beta}, {self.score_coef}")
+
+
+@LOSSES.register("agro", params=AgroParams)
 @requires("rewards", "groups", "ref")
-def agro(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-    """AGRO (#83, Tang et al. 2025): generation consistency of the KL-regularised optimum.
+def agro(inp: LossInput, cfg, params: AgroParams = AgroParams()) -> tuple[torch.Tensor, dict[str, float]]:
+    """AGRO (Tang et al., 2025, arXiv:2503.19612): generation consistency of the KL-regularised optimum.
 
     pi* = pi_ref exp(r / beta) / Z satisfies c(y) = r(y) - beta log pi*/pi_ref(y) = beta log Z for EVERY
     generation y. The loss is the spread of the regularised reward c around its group mean b (the
@@ -251,34 +286,34 @@ def agro(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     is a policy-gradient term plus a squared log-ratio term; it vanishes at pi* whatever distribution the
     samples came from, which is what lets AGRO learn from on- and off-policy data alike. (Reading chosen:
     the paper's pathwise gradient. With samples drawn from pi itself, the consistency objective's gradient
-    has a second, likelihood-ratio part sg(l_i - mean_g l) grad log pi(y_i); `agro_score_coef` adds it with
+    has a second, likelihood-ratio part sg(l_i - mean_g l) grad log pi(y_i); `score_coef` adds it with
     that weight, default 0.) A group with one usable sample carries no signal. Sequence-level, so
     `loss_agg` does not apply; no truncated IS (the objective does not assume on-policy samples).
     """
     _need(inp, "agro", "rewards", "group_index", "ref_logprobs")
     ok = usable(inp)
-    beta = cfg.agro_beta
+    beta = params.beta
     log_ratio = sequence_log_ratio_sum(inp.logprobs, inp.ref_logprobs, inp.mask)  # (N,)
     c = inp.rewards - beta * log_ratio  # (N,) regularised reward
     dev = c - group_mean(c.detach(), inp.group_index, ok)
     per_seq = dev.pow(2) / (2.0 * beta)
-    if cfg.agro_score_coef:
+    if params.score_coef:
         f = per_seq.detach()
-        per_seq = per_seq + cfg.agro_score_coef * (f - group_mean(f, inp.group_index, ok)) * (inp.logprobs * inp.mask).sum(-1)
+        per_seq = per_seq + params.score_coef * (f - group_mean(f, inp.group_index, ok)) * (inp.logprobs * inp.mask).sum(-1)
     loss = sequence_mean(torch.where(ok, per_seq, torch.zeros_like(per_seq)), inp)
     with torch.no_grad():
         metrics = {"loss/policy": float(loss), "loss/agro_consistency": float((dev.pow(2) * ok).sum() / ok.sum().clamp(min=1)), "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / ok.sum().clamp(min=1))}
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("a_star_po")
+@LOSSES.register("a_star_po", params=AStarParams, state=AStarState)
 @requires("rewards", "ref", "v_star")
-def a_star_po(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-    """A*-PO (#104, Brantley et al. 2025): regress the optimal advantage r(x, y) - V*(x).
+def a_star_po(inp: LossInput, cfg, params: AStarParams = AStarParams()) -> tuple[torch.Tensor, dict[str, float]]:
+    """A*-PO (Brantley et al., 2025, arXiv:2505.20686): regress the optimal advantage r(x, y) - V*(x).
 
     l = (beta2 sum_t log pi/pi_ref(y_t) - (r(x, y) - V*(x)))^2 per sequence, mean over sequences; V* comes
-    from stage 1 (`ascent.trainer.a_star`: V*(x) = beta log mean_j exp(r_j / beta) over a_star_k samples of
-    the reference policy). beta2 = a_star_beta2, or a_star_beta when None: with one beta the loss is exactly
+    from stage 1 (`ascent.algorithms.a_star.AStarState`: V*(x) = beta log mean_j exp(r_j / beta) over k samples of
+    the reference policy). beta2, or beta when None: with one beta the loss is exactly
     zero at pi* = pi_ref exp(r / beta) / Z (given the exact V*); the authors' scripts decouple them (0.5 for
     V*, 1e-3 for the regression). The paper samples ONE completion per prompt (rollout.samples_per_prompt=1);
     more also works, each regressed on its own. Rows whose V* is unknown (all reference samples failed) are
@@ -286,7 +321,7 @@ def a_star_po(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     """
     _need(inp, "a_star_po", "rewards", "ref_logprobs", "v_star")
     ok = usable(inp) & torch.isfinite(inp.v_star)
-    beta2 = cfg.a_star_beta if cfg.a_star_beta2 is None else cfg.a_star_beta2
+    beta2 = params.beta if params.beta2 is None else params.beta2
     log_ratio = sequence_log_ratio_sum(inp.logprobs, inp.ref_logprobs, inp.mask)  # (N,)
     target = torch.where(ok, inp.rewards - inp.v_star, torch.zeros_like(inp.rewards))  # estimated A*(x, y)
     per_seq = truncated_weight(sequence_tis_gap(inp), cfg) * (beta2 * log_ratio - target).pow(2)
@@ -297,15 +332,16 @@ def a_star_po(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("distil")
+@LOSSES.register("distil", params=DistilParams, state=DistilState)
 @requires("full_logits", "teacher")
-def distil(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
-    """DistIL (#66): distributional DAgger, forward cross-entropy to a teacher on the student's own states.
+def distil(inp: LossInput, cfg, params: Optional[DistilParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """DistIL (Agrawal et al., 2026, arXiv:2606.05152): distributional DAgger, forward cross-entropy to a
+    teacher on the student's own states.
 
     l_t = H(pi_teacher(. | x_<t), pi(. | x_<t)) = -sum_v pi_teacher(v | x_<t) log pi(v | x_<t) over the full
     vocabulary, at every sampled completion position (the student's rollouts are the visited states),
     reduced by `aggregate` with `loss_agg`. Minimised (gradient zero) exactly where the student equals the
-    teacher; H - H(teacher) = KL(teacher || student) is reported. The teacher (`algorithm.teacher`) must
+    teacher; H - H(teacher) = KL(teacher || student) is reported. The teacher (`distil(teacher=PATH)`) must
     share the student's tokenizer. Rewards and advantages are not used (add kl_coef for a reference KL).
     """
     _need(inp, "distil", "logits", "teacher_logprobs")

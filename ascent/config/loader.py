@@ -80,7 +80,13 @@ it as a mapping `{name: {key: value}}`, and `key.name.param=value` overrides mer
 
 def load_config(recipe: str | Path = "default", overrides: list[str] | None = None) -> RunConfig:
     """The checked config of a recipe with `key=value` overrides applied."""
-    raw = merge(_specs_to_raw(read_recipe(recipe)), _specs_to_raw(parse_overrides(overrides or [])))
+    base, over = _specs_to_raw(read_recipe(recipe)), _specs_to_raw(parse_overrides(overrides or []))
+    raw = merge(base, over)
+    for key in SPEC_KEYS:  # an override naming another piece replaces the recipe's (parameters do not carry over)
+        b, last = _at(base, key)
+        o, _ = _at(over, key)
+        if b is not None and o is not None and isinstance(b.get(last), dict) and isinstance(o.get(last), dict) and set(b[last]) != set(o[last]):
+            _at(raw, key)[0][last] = o[last]
     return config_from_dict(raw)
 
 

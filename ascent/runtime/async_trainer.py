@@ -73,27 +73,32 @@ class AsyncTrainer(RLTrainer):
         self.weights: tuple[int, Any] = (-1, None)  # (version, ObjectRef of its trainable tensors)
         self._publish_s = 0.0  # seconds of the last ray.put of the weights
         self._owns_ray = False
-        self._head_taken = False
         self._step_log: list[dict[str, float]] = []  # per consumed batch of the current step
 
     # -- the step -------------------------------------------------------------------------------------
 
     def step(self) -> dict[str, float]:
         """`RLTrainer.step`, then request the batches the new version may sample; adds async/ metrics."""
-        self._head_taken, self._step_log = False, []
+        self._step_log = []
         metrics = super().step()
-        self._head_taken = False
+        self.pending.popleft()  # the step's batch, consumed (it counted as in flight until now)
         self.fill()  # workers start on the next batches while the caller evaluates, logs and checkpoints
         return {**metrics, **self.async_metrics(metrics)}
 
     def sample_and_score(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
-        """The step's batch (the oldest request), or, for dynamic-sampling refills, a fresh request."""
+        """The step's batch: the oldest request."""
         t0 = time.perf_counter()
         self.fill()
-        if not self._head_taken:
-            req, self._head_taken = self.pending.popleft(), True
-        else:
-            req = self.issue(self.sampler.next(prompts))
+        return self.receive(self.pending[0], t0)
+
+    def refill(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
+        """A fresh request for `prompts` rows, at the current version (a group filter's refill)."""
+        t0 = time.perf_counter()
+        self.fill()
+        return self.receive(self.issue(self.sampler.next(prompts)), t0)
+
+    def receive(self, req: RolloutRequest, t0: float) -> tuple[RolloutBatch, RewardResult]:
+        """The scored batch of `req`, re-sampled if it came back too stale; the wait since `t0` counts as rollout time."""
         result = self.pool.result(req.id)
         while self.step_count - result.batch.policy_version > self.K:  # never under the schedule; a guard
             self.totals["dropped_stale"] += 1
@@ -142,12 +147,11 @@ class AsyncTrainer(RLTrainer):
         continue the batches in flight under the current version."""
         if self.pool is None:
             self.start()
-        head = int(self._head_taken)  # the step's own batch, taken but still counted in flight
         if self.partial_tokens:
             for k, req in enumerate(self.pending):
-                self.advance(req, k + head)
-        while len(self.pending) + head < self.K + 1 and self.step_count + len(self.pending) + head < self.cfg.train.steps:
-            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step), ahead=len(self.pending) + head))
+                self.advance(req, k)
+        while len(self.pending) < self.K + 1 and self.step_count + len(self.pending) < self.cfg.train.steps:
+            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step), ahead=len(self.pending)))
 
     def issue(self, indices: list[int], request_id: Optional[int] = None, ahead: Optional[int] = None) -> RolloutRequest:
         """A request for `indices` at the current version, sent to the pool. `ahead`: it is consumed that

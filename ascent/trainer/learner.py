@@ -1,32 +1,32 @@
 """The learner: turns a scored rollout batch into optimizer steps with the registered policy loss.
 
-It owns the policy's weights, the optimizer and scheduler, and what the loss and the advantage estimator
-declare they need (their `requires` attribute), provided generically:
+It owns the policy's weights, the optimizer and scheduler, and provides what the loss declares it needs
+(its `requires` attribute) generically:
 
 - "ref": a frozen copy of the initial policy (also whenever kl_coef > 0) -> LossInput.ref_logprobs
 - "rewards": the sequence rewards passed to `update` -> LossInput.rewards
 - "groups": mini-batches and micro-batches made of whole groups -> LossInput.group_index
-- "v_star": per-sequence V* passed to `update` -> LossInput.v_star
 - "full_logits": the policy's full-vocabulary log-softmax -> LossInput.logits
-- "teacher": a frozen teacher loaded from algorithm.teacher -> LossInput.teacher_logprobs
-- "values" (advantage estimator): a critic (`Critic`), trained here on the GAE returns
 
-Its input is a `RolloutBatch` plus advantages: it never reaches into the rollout engine or the rewards.
+Anything else a piece needs comes from its state's hooks (`ascent.algorithms.state.PieceState`): per-sequence
+inputs, per-micro-batch inputs, and a step of its own after each optimizer step. Its input is a
+`RolloutBatch` plus advantages: it never reaches into the rollout engine or the rewards.
 """
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
 import torch
 
-from ascent.algorithms import ADVANTAGES, LOSSES, LossInput
+from ascent.algorithms import LOSSES, LossInput
 from ascent.algorithms.aggregate import masked_mean
 from ascent.algorithms.losses import tis_weight
-from ascent.config.schema import AlgorithmConfig, OptimConfig
+from ascent.algorithms.state import PieceState
+from ascent.config.schema import RunConfig
 from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
@@ -45,39 +45,38 @@ class MicroBatch:
     sampled_logprobs: torch.Tensor  # (n, T)
     completion_mask: torch.Tensor  # (n, T) sampled tokens, valid or not
     prompt_group: torch.Tensor  # (n,) the prompt each row answers (rows sharing one are forwarded once)
-    rewards: Optional[torch.Tensor] = None  # (n,)
-    group_index: Optional[torch.Tensor] = None  # (n,)
-    v_star: Optional[torch.Tensor] = None  # (n,)
-
-
-def requirements(algo: AlgorithmConfig) -> frozenset[str]:
-    """What the configured loss and advantage estimator declare they need (`fn.requires`)."""
-    return frozenset(getattr(LOSSES.get(algo.loss), "requires", ())) | frozenset(getattr(ADVANTAGES.get(algo.advantage), "requires", ()))
+    sequence: dict[str, torch.Tensor] = field(default_factory=dict)  # (n,) each: per-sequence LossInput fields
 
 
 class Learner:
-    """Optimizer steps on rollout batches (PPO epochs x mini-batches, micro-batch accumulation)."""
+    """Optimizer steps on rollout batches (PPO epochs x mini-batches, micro-batch accumulation), built from the
+    run config: the loss from `algorithm.loss`, the optimizer from `train.optim`, batch sizes from `train`,
+    the sampling temperature and completion length from `rollout`. `states`: the configured pieces' states
+    (`ascent.algorithms.state.PieceState`), whose hooks add loss inputs and steps of their own."""
 
-    def __init__(self, policy: Policy, algo: AlgorithmConfig, optim: OptimConfig, total_optimizer_steps: int, micro_batch_size: int, temperature: float, norm_length: int, shared_prefix: bool = True, fused_norm: bool = True) -> None:
-        self.policy, self.algo, self.optim_cfg = policy, algo, optim
-        self.fused_norms = fuse_rms_norms(policy.model) if fused_norm else 0
+    def __init__(self, policy: Policy, cfg: RunConfig, states: Sequence[PieceState] = ()) -> None:
+        algo, train = cfg.algorithm, cfg.train
+        self.policy, self.algo, self.optim_cfg = policy, algo, train.optim
+        self.fused_norms = fuse_rms_norms(policy.model) if train.fused_norm else 0
         """How many RMSNorm modules of the policy run ascent's fused kernels (`train.fused_norm`)."""
-        self.shared_prefix = shared_prefix
+        self.shared_prefix = train.shared_prefix
         """Forward each distinct prompt of a micro-batch once (`shared_prefix_logprobs`); `train.shared_prefix`."""
-        self.loss_fn = LOSSES.get(algo.loss)
-        self.requires = requirements(algo)
-        self.optimizer = make_optimizer(policy.model, optim)
-        self.scheduler = make_scheduler(self.optimizer, optim, total_optimizer_steps)
-        self.micro_batch_size = micro_batch_size
-        self.temperature = temperature if temperature > 0 else 1.0
-        self.norm_length = algo.norm_length or norm_length
+        self.loss_fn = LOSSES.resolve(algo.loss, key="algorithm.loss")
+        self.requires = self.loss_fn.requires
+        self.total_optimizer_steps = train.steps * algo.ppo_epochs * algo.mini_batches
+        self.optimizer = make_optimizer(policy.model, train.optim)
+        self.scheduler = make_scheduler(self.optimizer, train.optim, self.total_optimizer_steps)
+        self.micro_batch_size = train.micro_batch_size
+        self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
+        self.norm_length = algo.norm_length or cfg.rollout.max_new_tokens
         self.reference = self._frozen_copy(policy.model) if algo.kl_coef > 0 or "ref" in self.requires else None
-        self.teacher = self._teacher() if "teacher" in self.requires else None
-        self.critic = None
-        if "values" in self.requires:
-            from ascent.trainer.critic import Critic
+        self.states: list[PieceState] = list(states)
 
-            self.critic = Critic(policy.model, algo, optim, total_optimizer_steps, micro_batch_size)
+    def reference_model(self) -> torch.nn.Module:
+        """The frozen reference (the policy as it was when the learner was built), made on first use."""
+        if self.reference is None:
+            self.reference = self._frozen_copy(self.policy.model)
+        return self.reference
 
     @staticmethod
     def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -85,13 +84,6 @@ class Learner:
         for p in ref.parameters():
             p.requires_grad_(False)
         return ref
-
-    def _teacher(self) -> torch.nn.Module:
-        from ascent.trainer.teacher import load_teacher
-
-        if not self.algo.teacher:
-            raise ValueError(f"loss {self.algo.loss!r} distils from a teacher: set algorithm.teacher to a checkpoint folder or a run directory")
-        return load_teacher(self.algo.teacher, self.policy)
 
     @torch.no_grad()
     def logprobs(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
@@ -109,23 +101,19 @@ class Learner:
                 return lp
         return token_logprobs(model, input_ids, attention_mask, self.temperature)
 
-    def update(self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None, v_star: Optional[torch.Tensor] = None, values: Optional[torch.Tensor] = None) -> dict[str, float]:
+    def update(self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None) -> dict[str, float]:
         """All optimizer steps for one rollout batch. advantages: (N, T); valid: (N,) usable rewards;
-        rewards (N,), v_star (N,): for losses that require them; values (N, T): the critic's values the
-        advantages were computed with (recomputed when the learner has a critic and none are given)."""
+        rewards (N,): for losses and piece states that need them."""
         self.policy.model.train()
         steps = self.algo.ppo_epochs * self.algo.mini_batches
         old = self.logprobs(self.policy.model, batch) if steps > 1 else None  # (N, T) pre-update policy
         mask = batch.completion_mask * valid[:, None].float()  # (N, T)
-        seq = self.sequence_inputs(batch, valid, rewards, v_star)
+        seq = self.sequence_inputs(batch, valid, rewards)
         metrics: dict[str, float] = {}
         if old is not None:
             metrics["rollout/logprob_mismatch"] = float(((old - batch.sampled_logprobs).abs() * batch.completion_mask).max())
-        if self.critic is not None:
-            if rewards is None:
-                raise ValueError("the critic regresses on the rewards: pass rewards= to Learner.update")
-            values = self.critic.values(batch) if values is None else values  # (N, T) pre-update values
-            returns = self.critic.returns(batch, values, rewards, valid)  # (N, T) GAE targets
+        for state in self.states:
+            state.begin_update(batch, rewards, valid, mask)
         bounds = self.mini_batch_bounds(batch)
         skipped = 0
         for _ in range(self.algo.ppo_epochs):
@@ -133,24 +121,26 @@ class Learner:
                 rows = slice(start, stop)
                 m = self.optimizer_step(batch, advantages, mask, old, rows, seq)
                 skipped += int(m.pop("loss/skipped"))
-                if self.critic is not None:
-                    m.update(self.critic.step(batch, torch.arange(len(batch))[rows], values, returns, mask))
+                for state in self.states:
+                    m.update(state.after_optimizer_step(batch, torch.arange(len(batch))[rows], mask))
                 for k, v in m.items():
                     metrics.setdefault(k, v)  # first mini-batch's values (pre-update mismatch included)
         metrics["loss/skipped_steps"] = float(skipped)
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
         return metrics
 
-    def sequence_inputs(self, batch: RolloutBatch, valid: torch.Tensor, rewards: Optional[torch.Tensor], v_star: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The per-sequence (N,) inputs the loss requires: rewards (0 where invalid), group_index, v_star."""
+    def sequence_inputs(self, batch: RolloutBatch, valid: torch.Tensor, rewards: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The per-sequence (N,) loss inputs: rewards (0 where invalid) and group_index when the loss requires
+        them, and what the pieces' states add (`PieceState.sequence_inputs`)."""
         seq: dict[str, torch.Tensor] = {}
-        for name, value in (("rewards", rewards), ("v_star", v_star)):
-            if name in self.requires:
-                if value is None:
-                    raise ValueError(f"loss {self.algo.loss!r} requires {name!r}: pass {name}= to Learner.update")
-                seq[name] = torch.where(valid, value, torch.zeros_like(value)) if name == "rewards" else value
+        if "rewards" in self.requires:
+            if rewards is None:
+                raise ValueError(f"loss {self.algo.loss!r} requires 'rewards': pass rewards= to Learner.update")
+            seq["rewards"] = torch.where(valid, rewards, torch.zeros_like(rewards))
         if "groups" in self.requires:
             seq["group_index"] = batch.group_index
+        for state in self.states:
+            seq.update(state.sequence_inputs(batch))
         return seq
 
     def mini_batch_bounds(self, batch: RolloutBatch) -> list[int]:
@@ -189,7 +179,7 @@ class Learner:
         metrics: dict[str, float] = {}
         for sub in self.micro_batches(batch, rows):
             width = int(batch.attention_mask[sub].sum(-1).max())
-            mb = MicroBatch(batch.input_ids[sub, :width], batch.attention_mask[sub, :width], mask[sub, :width], adv[sub, :width], None if old is None else old[sub, :width], batch.sampled_logprobs[sub, :width], batch.completion_mask[sub, :width], batch.group_index[sub], **{k: v[sub] for k, v in seq.items()})
+            mb = MicroBatch(batch.input_ids[sub, :width], batch.attention_mask[sub, :width], mask[sub, :width], adv[sub, :width], None if old is None else old[sub, :width], batch.sampled_logprobs[sub, :width], batch.completion_mask[sub, :width], batch.group_index[sub], {k: v[sub] for k, v in seq.items()})
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:
                 metrics["rollout/logprob_mismatch"] = max(metrics.get("rollout/logprob_mismatch", 0.0), mismatch)
@@ -214,10 +204,10 @@ class Learner:
             logp = self.token_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group)  # (n, T)
         with torch.no_grad():
             ref = self.token_logprobs(self.reference, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group) if self.reference is not None else None
-            teacher = full_logprobs(self.teacher, mb.input_ids, mb.attention_mask, self.temperature) if self.teacher is not None else None
+            extra = {k: v for state in self.states for k, v in state.token_inputs(mb.input_ids, mb.attention_mask).items()}
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
         inp = LossInput(logprobs=logp, old_logprobs=old, advantages=mb.advantages, mask=mb.mask, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=float(self.norm_length), ref_logprobs=ref, sampled_logprobs=mb.sampled_logprobs,
-                        rewards=mb.rewards, group_index=mb.group_index, v_star=mb.v_star, logits=full, teacher_logprobs=teacher)
+                        logits=full, **mb.sequence, **extra)
         loss, metrics = self.loss_fn(inp, self.algo)
         if self.algo.tis_cap is not None:  # the truncated importance weights the ratio-based losses applied
             metrics["loss/tis_weight_mean"] = float(masked_mean(tis_weight(inp, self.algo), mb.mask))
@@ -225,18 +215,11 @@ class Learner:
         return loss, metrics, mismatch
 
     def state_dict(self) -> dict:
-        state = {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
-        if self.critic is not None:
-            state["critic"] = self.critic.state_dict()
-        return state
+        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        if self.critic is not None:
-            if "critic" not in state:
-                raise ValueError("the checkpoint has no critic state (it was written without the 'gae' advantage); resume with the advantage it was trained with")
-            self.critic.load_state_dict(state["critic"])
 
 
 def group_starts(group_index: torch.Tensor) -> list[int]:

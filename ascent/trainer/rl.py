@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ascent.algorithms import ADVANTAGES, AdvantageInput
+from ascent.algorithms import ADVANTAGES, FILTERS, AdvantageInput
 from ascent.config.schema import RunConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.data.sampler import RowSampler
@@ -21,8 +21,8 @@ from ascent.rollout.collector import Collector, SingleTurnCollector
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
-from ascent.trainer.a_star import estimate_v_star
 from ascent.trainer.learner import Learner
+from ascent.trainer.services import RunServices
 
 log = logging.getLogger(__name__)
 
@@ -51,44 +51,49 @@ class RLTrainer:
 
     def __init__(self, cfg: RunConfig, parts: RLParts) -> None:
         self.cfg, self.parts = cfg, parts
-        self.advantage = ADVANTAGES.get(cfg.algorithm.advantage)
-        total_opt = cfg.train.steps * cfg.algorithm.ppo_epochs * cfg.algorithm.mini_batches
-        self.learner = Learner(parts.policy, cfg.algorithm, cfg.train.optim, total_opt, cfg.train.micro_batch_size, cfg.rollout.temperature, cfg.rollout.max_new_tokens, cfg.train.shared_prefix, cfg.train.fused_norm)
+        a = cfg.algorithm
+        self.advantage = ADVANTAGES.resolve(a.advantage, key="algorithm.advantage")
+        self.filter = FILTERS.resolve(a.filter, key="algorithm.filter")
+        self.learner = Learner(parts.policy, cfg)
+        self.services = RunServices(cfg, parts, self.learner, self.learner.total_optimizer_steps)
+        pieces = {"advantage": self.advantage, "loss": self.learner.loss_fn, "filter": self.filter}
+        self.states = {kind: p.state(p.params, self.services) for kind, p in pieces.items() if p.state is not None}
+        """The configured pieces' states, by kind (`ascent.algorithms.state.PieceState`)."""
+        self.learner.states = list(self.states.values())
         self.sampler = RowSampler(len(parts.rows), cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
-        self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with dynamic sampling)
+        self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with a refilling filter)
+        self._prepared = False
         self.collector = parts.collector or SingleTurnCollector(parts.policy, parts.rows, parts.encoder, parts.engine, parts.settings, cfg.rollout.samples_per_prompt)
-        self.v_star: Optional[torch.Tensor] = None  # (rows,) A*-PO's V* per training row, once estimated
 
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
-        self.prepare_v_star()
+        self.prepare()
         t0 = time.perf_counter()
         batch, scores, filtering = self.collect()
         t1 = time.perf_counter()
-        adv, values = self.advantages(batch, scores)  # (N, T) each; values only for critic-based estimators
-        v_star = None if self.v_star is None else self.v_star[batch.row_index]
-        update = self.learner.update(batch, adv, scores.valid, rewards=scores.rewards, v_star=v_star, values=values)
+        adv = self.advantages(batch, scores)  # (N, T)
+        update = self.learner.update(batch, adv, scores.valid, rewards=scores.rewards)
         self.check_update(update)
         t2 = time.perf_counter()
         self.step_count += 1
         times = {"time/rollout": self._rollout_s, "time/reward": t1 - t0 - self._rollout_s, "time/update": t2 - t1, "time/step": t2 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9)}
         return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **filtering, **update, **times}
 
-    def advantages(self, batch: RolloutBatch, scores: RewardResult) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
-        """The registered estimator's advantages (N, T), and the critic's values (N, T) when it requires "values"."""
-        inp = advantage_input(batch, scores)
-        if "values" in getattr(self.advantage, "requires", ()):
-            inp.extras["values"] = self.learner.critic.values(batch)
-        return self.advantage(inp, self.cfg.algorithm), inp.extras.get("values")
+    def prepare(self) -> None:
+        """The pieces' preparation stages, once per trainer (a state restored by a resume skips its own)."""
+        if not self._prepared:
+            for state in self.states.values():
+                state.prepare()
+            self._prepared = True
 
-    def prepare_v_star(self) -> None:
-        """A*-PO stage 1, once, when the loss requires "v_star": V* of every training row from samples of
-        the frozen reference (initial) policy; kept in the trainer state, so resume does not redo it."""
-        if self.v_star is None and "v_star" in self.learner.requires:
-            a = self.cfg.algorithm
-            self.v_star = estimate_v_star(self.learner.reference, self.parts, self._encode, a.a_star_k, a.a_star_beta, self.cfg.seed + 1, self.cfg.eval.batch_size)
+    def advantages(self, batch: RolloutBatch, scores: RewardResult) -> torch.Tensor:
+        """The registered estimator's advantages (N, T), with the extras the pieces' states add."""
+        inp = advantage_input(batch, scores)
+        for state in self.states.values():
+            inp.extras.update(state.advantage_extras(batch))
+        return self.advantage(inp, self.cfg.algorithm)
 
     def sample_and_score(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
         """Rollouts for the next `prompts` rows, then their rewards."""
@@ -100,30 +105,35 @@ class RLTrainer:
         self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
         return batch, scores
 
+    def refill(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
+        """Scored rollouts for `prompts` fresh rows, to replace groups the filter dropped."""
+        return self.sample_and_score(prompts)
+
     def collect(self) -> tuple[RolloutBatch, RewardResult, dict[str, float]]:
-        """One step's scored rollouts; with DAPO dynamic sampling, only groups whose rewards differ,
-        refilled from fresh prompts for up to max_refill_rounds extra rounds."""
+        """One step's scored rollouts. With a group filter (`algorithm.filter`), only the groups it keeps,
+        refilled from fresh prompts for up to its `max_refill_rounds` extra rounds."""
         self._rollout_s = 0.0
         want = self.cfg.train.prompts_per_step
         batch, scores = self.sample_and_score(want)
-        if not self.cfg.algorithm.dynamic_sampling:
+        if self.cfg.algorithm.filter == "none":
             return batch, scores, {}
+        max_rounds = getattr(self.filter.params, "max_refill_rounds", 0)
         kept_b, kept_s, kept, dropped, rounds = [], [], 0, 0, 0
         while True:
-            informative = informative_groups(scores, batch)  # (G,) bool
-            take = informative.nonzero().squeeze(-1)[: want - kept]
-            dropped += int((~informative).sum())
+            keep = self.filter(scores.rewards, scores.valid, batch.group_index)  # (G,) bool
+            take = keep.nonzero().squeeze(-1)[: want - kept]
+            dropped += int((~keep).sum())
             rows = torch.isin(batch.group_index, take).nonzero().squeeze(-1)
             if len(rows):
                 kept_b.append(batch.select(rows))
                 kept_s.append(select_result(scores, rows))
                 kept += len(take)
-            if kept >= want or rounds >= self.cfg.algorithm.max_refill_rounds:
+            if kept >= want or rounds >= max_rounds:
                 break
             rounds += 1
-            batch, scores = self.sample_and_score(want - kept)
+            batch, scores = self.refill(want - kept)
         stats = {"rollout/dynamic_dropped_groups": float(dropped), "rollout/dynamic_refill_rounds": float(rounds), "rollout/dynamic_kept_groups": float(kept)}
-        if not kept_b:  # nothing informative at all: train on the last batch (all advantages are zero)
+        if not kept_b:  # nothing kept at all: train on the last batch
             return batch, scores, stats
         return concat_batches(kept_b), concat_results(kept_s), stats
 
@@ -132,9 +142,6 @@ class RLTrainer:
         batch = self.collector.collect(indices, self.generator)
         batch.policy_version = self.step_count
         return batch
-
-    def _encode(self, i: int) -> list[int]:
-        return self.parts.encoder(self.parts.rows[i]["prompt"])
 
     def check_rewards(self, scores: RewardResult, errors: list[str]) -> None:
         if not bool(scores.valid.any()):
@@ -158,8 +165,9 @@ class RLTrainer:
             on_step(self.step_count, metrics)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(), "v_star": self.v_star,
-                "rewards": self.parts.rewards.state_dict()}
+        pieces = {kind: state.state_dict() for kind, state in self.states.items()}
+        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(),
+                "pieces": pieces, "rewards": self.parts.rewards.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count, self.bad_steps = state["step"], state["bad_steps"]
@@ -167,7 +175,9 @@ class RLTrainer:
         self.generator.set_state(state["generator"])
         self.learner.load_state_dict(state["learner"])
         set_rng_state(state["rng"])
-        self.v_star = state.get("v_star")
+        saved = state.get("pieces", {})
+        for kind, piece_state in self.states.items():
+            piece_state.load_state_dict(saved.get(kind, {}))
         self.parts.rewards.load_state_dict(state.get("rewards", {}))
 
 
@@ -182,16 +192,6 @@ def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput
         names = sorted({str(t) for t in tasks})
         extras["task_index"] = torch.tensor([names.index(str(t)) for t in tasks], dtype=torch.long)
     return AdvantageInput(scores.rewards, scores.valid, batch.group_index, batch.completion_mask, extras)
-
-
-def informative_groups(scores: RewardResult, batch: RolloutBatch) -> torch.Tensor:
-    """(G,) bool: the group has at least two valid samples whose rewards differ."""
-    groups = int(batch.group_index.max()) + 1
-    big = torch.finfo(torch.float32).max
-    r = scores.rewards
-    lo = torch.full((groups,), big).scatter_reduce(0, batch.group_index, torch.where(scores.valid, r, torch.full_like(r, big)), "amin")
-    hi = torch.full((groups,), -big).scatter_reduce(0, batch.group_index, torch.where(scores.valid, r, torch.full_like(r, -big)), "amax")
-    return hi > lo
 
 
 def select_result(scores: RewardResult, rows: torch.Tensor) -> RewardResult:

@@ -129,7 +129,7 @@ def test_prefix_hashes_mark_identical_histories(worlds, rows, policy):
 def test_learner_on_masks_with_gaps(agent_batch, policy):
     """Sampled log-probs match the learner's recompute (<= 1e-4) on multi-turn batches; values at masked
     positions (observations between turns) cannot change the update; the loss is the token mean over turns."""
-    from ascent.config.schema import AlgorithmConfig, OptimConfig
+    from ascent.config.schema import OptimConfig, RolloutConfig, RunConfig, TrainConfig
 
     _, b = agent_batch
     mask = b.completion_mask
@@ -138,7 +138,8 @@ def test_learner_on_masks_with_gaps(agent_batch, policy):
     results = []
     for a in (adv, junk):
         p = Policy(model=__import__("copy").deepcopy(policy.model), tokenizer=policy.tokenizer)
-        learner = Learner(p, AlgorithmConfig(), OptimConfig(lr=1e-2), 1, 64, 1.0, 16)  # one micro-batch: loss/policy is the whole loss
+        cfg = RunConfig(train=TrainConfig(steps=1, micro_batch_size=64, optim=OptimConfig(lr=1e-2)), rollout=RolloutConfig(temperature=1.0, max_new_tokens=16))
+        learner = Learner(p, cfg)  # one micro-batch: loss/policy is the whole loss
         m = learner.update(b, a, torch.ones(len(b), dtype=torch.bool))
         assert m["rollout/logprob_mismatch"] <= 1e-4
         assert m["loss/policy"] == pytest.approx(float(-(adv * mask).sum() / mask.sum()), abs=1e-5), "ratio 1: loss = -token-mean advantage over the turns"

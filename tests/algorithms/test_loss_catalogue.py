@@ -1,5 +1,5 @@
-"""Numeric references and the property each paper relies on, for rebel (#38), agro (#83), a_star_po (#104),
-distil (#66) and the gae advantage estimator."""
+"""Numeric references and the property each paper relies on, for rebel (REBEL), agro (AGRO), a_star_po
+(A*-PO), distil (DistIL) and the gae advantage estimator; the papers are in docs/references.md."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from ascent.algorithms import ADVANTAGES, LOSSES, AdvantageInput, LossInput
 from ascent.algorithms.gae import clipped_value_loss, compute_gae
 from ascent.algorithms.losses import group_pairs
 from ascent.config.schema import AlgorithmConfig
-from ascent.trainer.a_star import soft_value
+from ascent.algorithms.a_star import AStarParams, soft_value
+from ascent.algorithms.losses import AgroParams, RebelParams
 
 
 def _t(x):
@@ -75,7 +76,7 @@ def test_group_pairs():
 def test_rebel_matches_slow_loop(pairing):
     eta = 0.5
     inp, _ = seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK)
-    loss, _ = LOSSES.get("rebel")(inp, AlgorithmConfig(rebel_eta=eta, rebel_pairs=pairing))
+    loss, _ = LOSSES.get("rebel")(inp, AlgorithmConfig(), params=RebelParams(eta=eta, pairs=pairing))
     group = lambda i: [j for j in range(5) if GROUPS[j] == GROUPS[i] and j != i]  # noqa: E731
     partner = {0: [1], 1: [0], 2: [], 3: [4], 4: [3]}
     want = rebel_slow(eta, group if pairing == "all" else partner.__getitem__)
@@ -87,8 +88,8 @@ def test_rebel_with_tis_weights_each_pair():
     sampled = [[-1.0, -1.8], [-0.5, -1.0], [-1.5, -0.3], [-1.0, -1.0], [-0.4, -0.6]]
     sampled[0][0] = -1.6  # pi_old / pi_sampler = exp(0.5) on sequence 0's first token
     inp, _ = seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK, sampled=sampled)
-    weighted, _ = LOSSES.get("rebel")(inp, AlgorithmConfig(rebel_eta=eta, rebel_pairs="adjacent", tis_cap=cap))
-    plain, _ = LOSSES.get("rebel")(seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK)[0], AlgorithmConfig(rebel_eta=eta, rebel_pairs="adjacent"))
+    weighted, _ = LOSSES.get("rebel")(inp, AlgorithmConfig(tis_cap=cap), params=RebelParams(eta=eta, pairs="adjacent"))
+    plain, _ = LOSSES.get("rebel")(seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK)[0], AlgorithmConfig(), params=RebelParams(eta=eta, pairs="adjacent"))
     s = [sum((a - b) * m for a, b, m in zip(lp, o, mk)) for lp, o, mk in zip(LOGP, OLD, MASK)]
     err01 = ((s[0] - s[1]) / eta - (REWARDS[0] - REWARDS[1])) ** 2
     # only pair (0, 1) is reweighted, by min(exp(0.5), 1.5) = 1.5; it enters sequences 0 and 1 (2/5 of the mean)
@@ -104,7 +105,7 @@ def test_rebel_gradient_at_ratio_one_is_a_pairwise_policy_gradient():
     n = 8.0
     # every pair: the gradient is 4/eta times plain PG with the RLOO advantage (summed over tokens, / N)
     inp, logp = seq_input(logp0, logp0, rewards=rewards, groups=groups, mask=mask)
-    LOSSES.get("rebel")(inp, AlgorithmConfig(rebel_eta=eta, rebel_pairs="all"))[0].backward()
+    LOSSES.get("rebel")(inp, AlgorithmConfig(), params=RebelParams(eta=eta, pairs="all"))[0].backward()
     r = torch.tensor(rewards).view(2, 4)
     rloo = (4 / 3 * (r - r.mean(-1, keepdim=True))).flatten()
     pg_inp, pg_logp = seq_input(logp0, logp0, mask=mask)
@@ -114,7 +115,7 @@ def test_rebel_gradient_at_ratio_one_is_a_pairwise_policy_gradient():
     assert torch.allclose(logp.grad, -4 / (eta * n) * rloo[:, None] * pg_inp.mask, atol=1e-6)
     # adjacent pairs: -(4 / (eta N)) (r(y) - r(y')) on y's tokens, the paper's two-sample policy gradient
     inp, logp = seq_input(logp0, logp0, rewards=rewards, groups=groups, mask=mask)
-    LOSSES.get("rebel")(inp, AlgorithmConfig(rebel_eta=eta, rebel_pairs="adjacent"))[0].backward()
+    LOSSES.get("rebel")(inp, AlgorithmConfig(), params=RebelParams(eta=eta, pairs="adjacent"))[0].backward()
     partner = torch.tensor([1, 0, 3, 2, 5, 4, 7, 6])
     diff = torch.tensor(rewards) - torch.tensor(rewards)[partner]
     assert torch.allclose(logp.grad, -4 / (eta * n) * diff[:, None] * inp.mask, atol=1e-6)
@@ -127,7 +128,7 @@ def test_agro_matches_hand_computation_and_its_gradient_decomposition():
     beta = 0.5
     ref = [[-1.0, -1.0], [-0.5, -1.0], [-1.0, -0.5], [-1.0, -1.0], [-0.2, -0.9]]
     inp, logp = seq_input(LOGP, ref=ref, rewards=REWARDS, groups=GROUPS, mask=MASK)
-    loss, m = LOSSES.get("agro")(inp, AlgorithmConfig(agro_beta=beta))
+    loss, m = LOSSES.get("agro")(inp, AlgorithmConfig(), params=AgroParams(beta=beta))
     s = [sum((a - b) * k for a, b, k in zip(lp, rf, mk)) for lp, rf, mk in zip(LOGP, ref, MASK)]
     c = [r - beta * x for r, x in zip(REWARDS, s)]
     mean = {g: np.mean([c[i] for i in range(5) if GROUPS[i] == g]) for g in (0, 1)}
@@ -141,13 +142,13 @@ def test_agro_matches_hand_computation_and_its_gradient_decomposition():
 def test_agro_consistency_is_zero_at_the_regularised_optimum():
     r, log_ref, log_star, _ = toy_distribution(beta=0.5)
     ys = [0, 1, 2, 3, 4, 3, 3, 0]  # any sample of generations, from any distribution (here: not pi*)
-    cfg = AlgorithmConfig(agro_beta=0.5, agro_score_coef=1.0)
+    cfg, params = AlgorithmConfig(), AgroParams(beta=0.5, score_coef=1.0)
     inp, logp = seq_input([[float(log_star[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], groups=[0] * len(ys))
-    loss, m = LOSSES.get("agro")(inp, cfg)
+    loss, m = LOSSES.get("agro")(inp, cfg, params=params)
     loss.backward()
     assert abs(loss.item()) < 1e-10 and m["loss/agro_consistency"] < 1e-10
     assert logp.grad.abs().max() < 1e-6
-    at_ref, _ = LOSSES.get("agro")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], groups=[0] * len(ys))[0], cfg)
+    at_ref, _ = LOSSES.get("agro")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], groups=[0] * len(ys))[0], cfg, params=params)
     assert at_ref.item() > 1e-2  # pi_ref itself is not consistent
 
 
@@ -157,12 +158,12 @@ def test_agro_converges_to_the_optimum_from_off_policy_data():
     r, log_ref, log_star, _ = toy_distribution(beta=beta)
     theta = torch.zeros(5, requires_grad=True)
     opt = torch.optim.SGD([theta], lr=1.0)
-    cfg = AlgorithmConfig(agro_beta=beta)
+    cfg, params = AlgorithmConfig(), AgroParams(beta=beta)
     for _ in range(400):
         logp = torch.log_softmax(theta, -1)[:, None]  # (5, 1): generation k has log pi(k)
         inp = LossInput(logprobs=logp, old_logprobs=logp.detach(), advantages=torch.zeros(5, 1), mask=torch.ones(5, 1), num_tokens=5.0, num_seqs=5.0, norm_length=1.0, ref_logprobs=log_ref[:, None], rewards=r, group_index=torch.zeros(5, dtype=torch.long))
         opt.zero_grad()
-        LOSSES.get("agro")(inp, cfg)[0].backward()
+        LOSSES.get("agro")(inp, cfg, params=params)[0].backward()
         opt.step()
     log_pi = torch.log_softmax(theta.detach(), -1)
     kl = float((log_star.exp() * (log_star - log_pi)).sum())
@@ -191,7 +192,7 @@ def test_a_star_po_matches_hand_computation():
     ref = [[-1.0, -1.0], [-0.5, -1.0], [-1.0, -0.5], [-1.0, -1.0], [-0.2, -0.9]]
     v = [0.5, 0.2, float("nan"), 0.9, 0.0]  # row 2's V* unknown: left out (but still counted in N)
     inp, logp = seq_input(LOGP, ref=ref, rewards=REWARDS, v_star=v, mask=MASK)
-    loss, _ = LOSSES.get("a_star_po")(inp, AlgorithmConfig(a_star_beta=0.5, a_star_beta2=beta2))
+    loss, _ = LOSSES.get("a_star_po")(inp, AlgorithmConfig(), params=AStarParams(beta=0.5, beta2=beta2))
     s = [sum((a - b) * k for a, b, k in zip(lp, rf, mk)) for lp, rf, mk in zip(LOGP, ref, MASK)]
     want = sum((beta2 * s[i] - (REWARDS[i] - v[i])) ** 2 for i in (0, 1, 3, 4)) / 5
     assert loss.item() == pytest.approx(want, rel=1e-6)
@@ -204,10 +205,10 @@ def test_a_star_po_is_zero_at_the_optimum():
     r, log_ref, log_star, v_star = toy_distribution(beta=beta)
     ys = [0, 1, 2, 3, 4]
     inp, logp = seq_input([[float(log_star[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], v_star=[float(v_star)] * 5)
-    loss, _ = LOSSES.get("a_star_po")(inp, AlgorithmConfig(a_star_beta=beta))
+    loss, _ = LOSSES.get("a_star_po")(inp, AlgorithmConfig(), params=AStarParams(beta=beta))
     loss.backward()
     assert abs(loss.item()) < 1e-10 and logp.grad.abs().max() < 1e-5
-    off, _ = LOSSES.get("a_star_po")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], v_star=[float(v_star)] * 5)[0], AlgorithmConfig(a_star_beta=beta))
+    off, _ = LOSSES.get("a_star_po")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], v_star=[float(v_star)] * 5)[0], AlgorithmConfig(), params=AStarParams(beta=beta))
     assert off.item() > 1e-2
 
 
@@ -287,7 +288,7 @@ def gae_case():
 def test_gae_matches_numpy_loop(gamma, lam):
     rewards, values, mask = gae_case()
     inp = AdvantageInput(rewards=rewards, valid=torch.ones(3, dtype=torch.bool), group_index=torch.arange(3), mask=mask, extras={"values": values})
-    adv = ADVANTAGES.get("gae")(inp, AlgorithmConfig(gae_gamma=gamma, gae_lambda=lam, gae_whiten=False))
+    adv = ADVANTAGES.resolve(f"gae(gamma={gamma}, lam={lam}, whiten=false)")(inp, AlgorithmConfig())
     want = gae_numpy(values.numpy(), rewards.numpy(), mask.numpy(), gamma, lam)
     assert np.allclose(adv.numpy(), want, atol=1e-6)
     _, returns = compute_gae(values, torch.zeros_like(values), mask, gamma, lam)
@@ -298,10 +299,10 @@ def test_gae_lambda_one_is_monte_carlo_minus_value_and_whitening():
     rewards, values, mask = gae_case()
     valid = torch.tensor([True, True, False])
     inp = AdvantageInput(rewards=torch.tensor([1.0, 0.0, float("nan")]), valid=valid, group_index=torch.arange(3), mask=mask, extras={"values": values})
-    adv = ADVANTAGES.get("gae")(inp, AlgorithmConfig(gae_gamma=1.0, gae_lambda=1.0, gae_whiten=False))
+    adv = ADVANTAGES.resolve("gae(gamma=1, lam=1, whiten=false)")(inp, AlgorithmConfig())
     assert torch.allclose(adv[:2], (rewards[:2, None] - values[:2]) * mask[:2], atol=1e-6)  # A_t = R - V_t
     assert torch.equal(adv[2], torch.zeros(8))  # failed reward: no advantage
-    white = ADVANTAGES.get("gae")(inp, AlgorithmConfig(gae_gamma=1.0, gae_lambda=1.0))
+    white = ADVANTAGES.resolve("gae(gamma=1, lam=1)")(inp, AlgorithmConfig())
     keep = mask * valid[:, None]
     on = white[keep.bool()]
     assert abs(float(on.mean())) < 1e-5 and float(on.std()) == pytest.approx(1.0, abs=1e-4)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ascent.config import ConfigError, RunConfig, derived, load_config, recipe_names
@@ -238,11 +240,12 @@ def test_derived_exact_micro_batches():
 
 
 @pytest.mark.parametrize("override,message", [
-    ("algorithm.rebel_eta=0", "rebel_eta must be > 0"),
-    ("algorithm.gae_lambda=1.5", "gae_lambda must be in"),
-    ("algorithm.taco_floor=0", "taco_floor must be in"),
-    ("algorithm.a_star_k=0", "a_star_k must be >= 1"),
-    ("algorithm.loss=distil", "needs algorithm.teacher"),
+    ("algorithm.loss=rebel(eta=0)", "eta must be > 0"),
+    ("algorithm.advantage=gae(lam=1.5)", "lam must be in"),
+    ("algorithm.advantage=taco(floor=0)", "floor must be in"),
+    ("algorithm.loss=a_star_po(k=0)", "k must be >= 1"),
+    ("algorithm.loss=distil", "needs a teacher"),
+    ("algorithm.filter=dapo(max_refill_rounds=-1)", "max_refill_rounds must be >= 0"),
 ])
 def test_technique_knobs_are_range_checked(override, message):
     with pytest.raises(ConfigError, match=message):
@@ -279,3 +282,30 @@ def test_rollout_attention_checks():
     with pytest.raises(ConfigError, match="rollout.attention='native' needs rollout.backend=ascent"):
         load_config("default", ["rollout.attention=native", "rollout.backend=hf"])
     assert load_config("default", ["rollout.backend=hf"]).rollout.attention == "auto"
+
+
+@pytest.mark.parametrize("override,new", [
+    ("algorithm.rebel_eta=0.5", "algorithm.loss=rebel(eta=0.5)"),
+    ("algorithm.a_star_k=4", "algorithm.loss=a_star_po(k=4)"),
+    ("algorithm.teacher=runs/t", "algorithm.loss=distil(teacher=runs/t)"),
+    ("algorithm.dynamic_sampling=true", "algorithm.filter=dapo"),
+    ("algorithm.max_refill_rounds=2", "algorithm.filter=dapo(max_refill_rounds=2)"),
+    ("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"),
+])
+def test_old_flat_knobs_fail_naming_the_new_spelling(override, new):
+    with pytest.raises(ConfigError, match=re.escape(new)):
+        load_config("default", [override])
+
+
+def test_piece_specs_in_both_spellings_resolve_to_one_canonical_string():
+    a = load_config("default", ["algorithm.loss=a_star_po(k=4, beta=0.5)", "algorithm.filter=dapo(max_refill_rounds=2)"])
+    b = load_config("default", ["algorithm.loss.a_star_po.k=4", "algorithm.filter.dapo.max_refill_rounds=2"])
+    assert a.algorithm.loss == b.algorithm.loss == "a_star_po(k=4)"  # beta=0.5 is the default: dropped
+    assert a.algorithm.filter == b.algorithm.filter == "dapo(max_refill_rounds=2)"
+    assert config_from_dict(to_dict(a)) == a  # config.yaml round trip
+    with pytest.raises(ConfigError, match="takes no parameters"):
+        load_config("default", ["algorithm.advantage=grpo(alpha=1)"])
+    with pytest.raises(ConfigError, match="unknown key .*nope"):
+        load_config("default", ["algorithm.loss=a_star_po(nope=1)"])
+    with pytest.raises(ConfigError, match="name one piece"):
+        load_config("default", ["algorithm.loss.a_star_po.k=4", "algorithm.loss.rebel.eta=2"])

@@ -74,7 +74,10 @@ def test_learner_fuses_the_policy_by_default(tiny_policy):
     from ascent.trainer.learner import Learner
 
     cfg = load_config("default", [])
-    learner = Learner(tiny_policy, cfg.algorithm, cfg.train.optim, 10, 8, 1.0, 8)
+    from dataclasses import replace
+
+    cfg = replace(cfg, train=replace(cfg.train, steps=10, micro_batch_size=8), rollout=replace(cfg.rollout, temperature=1.0, max_new_tokens=8))
+    learner = Learner(tiny_policy, cfg)
     expected = 5 if kernels.load() is not None else 0
     assert learner.fused_norms == expected
     assert sum(isinstance(m, FusedRMSNorm) for m in tiny_policy.model.modules()) == expected

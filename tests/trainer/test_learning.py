@@ -15,7 +15,7 @@ from ascent.config.loader import to_dict
 from ascent.policy.model import Policy
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.app.pipeline import prepare
-from ascent.trainer.teacher import TeacherError
+from ascent.trainer.frozen import VocabularyMismatchError
 from ascent.trainer.rl import RLParts, RLTrainer, TrainingError
 from ascent.rollout.engine import make_engine
 
@@ -74,7 +74,8 @@ def test_bfloat16_rollouts_learn_with_tis(seven_task):
 @pytest.mark.parametrize("loss", [name for name in LOSSES.names() if name != "distil"])  # distil needs a teacher: test_distil_*
 @pytest.mark.parametrize("agg", AGG_MODES)
 def test_every_loss_and_aggregation_updates(seven_task, loss, agg):
-    trainer, policy = trainer_for(seven_task + [f"algorithm.loss={loss}", f"algorithm.loss_agg={agg}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.kl_coef=0.1", "algorithm.a_star_k=1"])
+    spec = "a_star_po(k=1)" if loss == "a_star_po" else loss  # one reference sample per prompt for V*
+    trainer, policy = trainer_for(seven_task + [f"algorithm.loss={spec}", f"algorithm.loss_agg={agg}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.kl_coef=0.1"])
     before = [p.detach().clone() for p in policy.model.parameters()]
     m = trainer.step()
     assert all(torch.isfinite(p).all() for p in policy.model.parameters())
@@ -122,7 +123,7 @@ def test_nan_losses_skip_updates_then_abort(seven_task, monkeypatch):
 
 
 def test_dynamic_sampling_keeps_only_informative_groups(seven_task):
-    trainer, _ = trainer_for(seven_task + ["algorithm.dynamic_sampling=true", "algorithm.max_refill_rounds=4", "train.prompts_per_step=4", "rollout.samples_per_prompt=6"])
+    trainer, _ = trainer_for(seven_task + ["algorithm.filter=dapo(max_refill_rounds=4)", "train.prompts_per_step=4", "rollout.samples_per_prompt=6"])
     batch, scores, stats = trainer.collect()
     groups = torch.unique(batch.group_index)
     assert stats["rollout/dynamic_kept_groups"] == len(groups) <= 4
@@ -149,7 +150,7 @@ def sgd_update(overrides):
 def test_group_losses_see_whole_groups_and_accumulate_exactly(seven_task, loss):
     """Pairwise / group-mean losses: micro-batches hold whole groups, so 1 micro-batch == 4 == 'size 1'
     (a group larger than micro_batch_size forms its own micro-batch)."""
-    base = seven_task + [f"algorithm.loss={loss}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "algorithm.a_star_k=1"]
+    base = seven_task + [f"algorithm.loss={loss}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4"]
     results = [sgd_update(base + [f"train.micro_batch_size={micro}"]) for micro in (16, 5, 1)]
     assert results[0].abs().max() > 1e-5
     for other in results[1:]:
@@ -171,24 +172,25 @@ def test_group_aligned_mini_and_micro_batches(seven_task):
 
 
 def test_a_star_po_estimates_v_star_once_per_training_row(seven_task, monkeypatch):
-    import ascent.trainer.rl as rl
+    import ascent.algorithms.a_star as a_star
 
     calls = []
-    real = rl.estimate_v_star
-    monkeypatch.setattr(rl, "estimate_v_star", lambda *a, **k: calls.append(1) or real(*a, **k))
-    trainer, policy = trainer_for(seven_task + ["algorithm.loss=a_star_po", "algorithm.a_star_k=2", "rollout.samples_per_prompt=1", "train.prompts_per_step=8", "train.optim.lr=1e-2"])
+    real = a_star.soft_value
+    monkeypatch.setattr(a_star, "soft_value", lambda *a, **k: calls.append(1) or real(*a, **k))
+    trainer, policy = trainer_for(seven_task + ["algorithm.loss=a_star_po(k=2)", "rollout.samples_per_prompt=1", "train.prompts_per_step=8", "train.optim.lr=1e-2"])
     for _ in range(2):
         m = trainer.step()
         assert m["loss/skipped_steps"] == 0
-    assert len(calls) == 1 and trainer.v_star.shape == (len(trainer.parts.rows),)
+    v_star = trainer.states["loss"].v_star
+    assert len(calls) == 1 and v_star.shape == (len(trainer.parts.rows),)
     # seven task: r in {0, 1}; V* = 0.5 log mean exp(2 r) over 2 samples is one of 0, 0.5 log((1 + e^2) / 2), 1
     allowed = torch.tensor([0.0, 0.5 * torch.log(torch.tensor((1 + torch.e ** 2) / 2)).item(), 1.0])
-    assert all(torch.isclose(v, allowed, atol=1e-5).any() for v in trainer.v_star)
+    assert all(torch.isclose(v, allowed, atol=1e-5).any() for v in v_star)
     state = trainer.state_dict()
-    fresh, _ = trainer_for(seven_task + ["algorithm.loss=a_star_po", "algorithm.a_star_k=2", "rollout.samples_per_prompt=1", "train.prompts_per_step=8"])
+    fresh, _ = trainer_for(seven_task + ["algorithm.loss=a_star_po(k=2)", "rollout.samples_per_prompt=1", "train.prompts_per_step=8"])
     fresh.load_state_dict(state)
     fresh.step()
-    assert len(calls) == 1 and torch.equal(fresh.v_star, trainer.v_star)  # resumed: no second stage 1
+    assert len(calls) == 1 and torch.equal(fresh.states["loss"].v_star, v_star)  # resumed: no second stage 1
 
 
 def save_teacher(seven_task, tmp_path):
@@ -205,8 +207,8 @@ def save_teacher(seven_task, tmp_path):
 def test_distil_from_a_saved_teacher(seven_task, tmp_path, target):
     run_dir, folder, teacher = save_teacher(seven_task, tmp_path)
     path = folder if target == "checkpoint" else run_dir
-    trainer, policy = trainer_for(seven_task + ["algorithm.loss=distil", f"algorithm.teacher={path}", "train.prompts_per_step=8", "rollout.samples_per_prompt=4", "train.optim.lr=3e-3"])
-    loaded = trainer.learner.teacher
+    trainer, policy = trainer_for(seven_task + [f"algorithm.loss=distil(teacher={path})", "train.prompts_per_step=8", "rollout.samples_per_prompt=4", "train.optim.lr=3e-3"])
+    loaded = trainer.states["loss"].teacher
     assert all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), teacher.model.state_dict().values()))
     assert not any(p.requires_grad for p in loaded.parameters())
     before = [p.detach().clone() for p in policy.model.parameters()]
@@ -219,17 +221,17 @@ def test_distil_from_a_saved_teacher(seven_task, tmp_path, target):
 def test_distil_needs_a_teacher_with_the_same_vocabulary(seven_task, tmp_path, tokenizer):
     from tests.conftest import tiny_qwen
 
-    with pytest.raises(ValueError, match="needs algorithm.teacher"):  # ConfigError, at load time
+    with pytest.raises(ValueError, match="needs a teacher"):  # ConfigError, at load time
         trainer_for(seven_task + ["algorithm.loss=distil"])
     other = tmp_path / "other"
     Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer).save(other)  # another alphabet: 17 tokens
-    with pytest.raises(TeacherError, match="tokenizer"):
-        trainer_for(seven_task + ["algorithm.loss=distil", f"algorithm.teacher={other}"])
+    with pytest.raises(VocabularyMismatchError, match="tokenizer"):
+        trainer_for(seven_task + [f"algorithm.loss=distil(teacher={other})"])
 
 
 def test_gae_step_trains_policy_and_critic(seven_task):
     trainer, policy = trainer_for(seven_task + ["algorithm.advantage=gae", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=1e-2", "algorithm.mini_batches=2", "algorithm.ppo_epochs=2"])
-    critic = trainer.learner.critic
+    critic = trainer.states["advantage"]
     assert critic is not None and not any(p is q for p in critic.model.parameters() for q in policy.model.parameters())
     before = [p.detach().clone() for p in policy.model.parameters()]
     critic_before = [p.detach().clone() for p in critic.model.parameters()]

@@ -30,7 +30,7 @@ def rl_lines(run_dir):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"phase": "rl"' in line]
 
 
-@pytest.mark.parametrize("extra", [[], ["algorithm.advantage=gae"], ["algorithm.loss=a_star_po", "algorithm.a_star_k=2"]], ids=["grpo", "gae_critic", "a_star_po_v_star"])
+@pytest.mark.parametrize("extra", [[], ["algorithm.advantage=gae"], ["algorithm.loss=a_star_po(k=2)"]], ids=["grpo", "gae_critic", "a_star_po_v_star"])
 def test_resume_is_bitwise_exact(tmp_path, extra):
     cfg = load_config("default", TINY + extra + [f"output_dir={tmp_path}"])
     full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
@@ -51,10 +51,11 @@ def test_resume_is_bitwise_exact(tmp_path, extra):
     assert full["accuracy_after_rl"] == resumed["accuracy_after_rl"]
     states = [Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")]
     if "algorithm.advantage=gae" in extra:  # the critic was checkpointed and restored exactly
-        critics = [s["learner"]["critic"]["model"] for s in states]
+        critics = [s["pieces"]["advantage"]["model"] for s in states]
         assert critics[0].keys() == critics[1].keys() and all(torch.equal(critics[0][k], critics[1][k]) for k in critics[0])
-    if "algorithm.loss=a_star_po" in extra:  # V* is part of the state: the resumed run reused it
-        assert states[0]["v_star"] is not None and torch.equal(states[0]["v_star"], states[1]["v_star"])
+    if "algorithm.loss=a_star_po(k=2)" in extra:  # V* is part of the state: the resumed run reused it
+        v_stars = [s["pieces"]["loss"]["v_star"] for s in states]
+        assert v_stars[0] is not None and torch.equal(v_stars[0], v_stars[1])
 
 
 def test_checkpoint_is_atomic_and_pruned(tmp_path, tiny_policy):
