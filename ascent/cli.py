@@ -78,7 +78,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from ascent.config.loader import read_recipe, recipe_names
     from ascent.data.tasks import TASKS
     from ascent.rewards import REWARDS
-    from ascent.rollout.engine import ENGINES
+    from ascent.rollout.backends import ENGINES
 
     registries = {"advantages": ADVANTAGES, "losses": LOSSES, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
     kinds = [args.kind] if args.kind else ["advantages", "losses", "rewards", "recipes", "tasks", "backends"]

@@ -55,7 +55,7 @@ def one_run(args, task: list[str], runtime: list[str]) -> dict:
     """Train with `runtime` overrides; throughput, timings, final held-out accuracy."""
     from ascent.config import load_config
     from ascent.rewards.runner import RewardRunner
-    from ascent.rollout.engine import make_engine
+    from ascent.rollout import make_engine
     from ascent.runtime import make_trainer
     from ascent.trainer.evaluate import Evaluator
     from ascent.app.pipeline import prepare

@@ -32,7 +32,7 @@ from rollout_throughput import WORKLOADS, prompt_ids  # noqa: E402
 
 from ascent import kernels  # noqa: E402
 from ascent.rollout import SamplingSettings  # noqa: E402
-from ascent.rollout.engine import FastEngine  # noqa: E402
+from ascent.rollout.ascent_engine import FastEngine  # noqa: E402
 from ascent.runtime.memory import tune_malloc  # noqa: E402
 
 

@@ -43,7 +43,7 @@ from common import load  # noqa: E402
 
 from ascent.policy.tokenizer import char_tokenizer  # noqa: E402
 from ascent.rollout import SamplingSettings  # noqa: E402
-from ascent.rollout.engine import FastEngine  # noqa: E402
+from ascent.rollout.ascent_engine import FastEngine  # noqa: E402
 from ascent.rollout.scheduling import RequestQueue, simulate  # noqa: E402
 
 

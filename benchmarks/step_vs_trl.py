@@ -172,13 +172,13 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
 def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
     """`(run, RLTrainer)` for a loaded config in `run_dir`, its engine built from the config's rollout keys
     (backend, cap, precision, shards): the set-up every benchmark of a whole ascent step shares."""
-    from ascent.rollout.engine import make_engine
+    from ascent.rollout import make_engine
     from ascent.app.pipeline import prepare
     from ascent.trainer.rl import RLParts, RLTrainer
 
     run, policy = prepare(cfg, run_dir, {})
     r = cfg.rollout
-    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards, r.attention, r.decode_step)
+    engine = make_engine(r)
     return run, RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings))
 
 

@@ -33,7 +33,8 @@ from ascent.agents.loop import AgentConfig
 from ascent.agents.task import demonstrations
 from ascent.app.runs import RunDirError, open_run
 from ascent.rollout.collector import Collector
-from ascent.rollout.engine import RolloutEngine, make_engine
+from ascent.rollout.backends import make_engine
+from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import SamplingSettings
 from ascent.runtime import make_trainer
 from ascent.runtime.memory import tune_malloc
@@ -105,7 +106,7 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
     `trace` keeps its training state out of evaluation)."""
     r = cfg.rollout
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
-    engine = make_engine(r.backend, r.max_active_sequences, shards=r.shards, attention=r.attention, decode_step=r.decode_step)  # held-out accuracy in the policy's own precision
+    engine = make_engine(r, precision="model")  # held-out accuracy in the policy's own precision
     if task.agent is not None:
         return AgentEvaluator(task.eval, task.agent, engine, rewards, agent_loop(cfg), cfg.eval.correct_threshold, cfg.eval.batch_size)
     return Evaluator(task.eval, encoder, engine, rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
@@ -184,7 +185,7 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
     """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken."""
     cfg = run.cfg
     r = cfg.rollout
-    engine = make_engine(r.backend, r.max_active_sequences, r.precision, r.shards, r.attention, r.decode_step)
+    engine = make_engine(r)
     parts = RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine))
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
     ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)

@@ -2,7 +2,7 @@
 first use and loaded with ctypes. A package of its own, below `ascent.policy` and `ascent.rollout`, which both
 use it.
 
-Three sources; the first two are called by `ascent.rollout.fast.Decoder` for a one-token step on one thread:
+Three sources; the first two are called by `ascent.rollout.decoder.Decoder` for a one-token step on one thread:
 - `decode_attention.c`: a decode step's attention over the engine's fp32 KV cache in one pass (scores,
   mask, softmax and the weighted sum of values) in place of two batched matrix-vector products and four
   element-wise ops per layer;

@@ -9,7 +9,7 @@
    per (row, kv head): the first `end` cached keys and values of the pair are read once, as two contiguous
    blocks, and the query heads of a GQA group share that read.
 
-   Layout (the engine's, see ascent/rollout/fast.py `Decoder.new_cache`), for rows b < B, kv heads h < nkv:
+   Layout (the engine's, see ascent/rollout/decoder.py `Decoder.new_cache`), for rows b < B, kv heads h < nkv:
      keys:          element (b, h, j, c) at b*k_sb + h*k_sh + j*k_sj + c
      values:        element (b, h, j, c) at b*v_sb + h*v_sh + j*v_sj + c
      q:             element (b, h*g + r, c) at b*q_sb + (h*g + r)*d + c

@@ -1,7 +1,7 @@
 /* ascent: one whole decode step of a Llama/Qwen2 model, fp32, one thread, in one call.
 
    Built with decode_attention.c by ascent/kernels/__init__.py and called through ctypes (the GIL
-   is released for the call), by ascent/rollout/fast.py `Decoder.forward` for a one-token step running on
+   is released for the call), by ascent/rollout/decoder.py `Decoder.forward` for a one-token step running on
    one intra-op thread (each shard of a sharded CPU rollout).
 
    Why: a decode step of a small model on one core is ~70 tensor ops (norms, projections, rope, cache

@@ -19,7 +19,7 @@ import torch
 from ascent.algorithms import ADVANTAGES, AdvantageInput
 from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
-from ascent.rollout.engine import make_engine
+from ascent.rollout import make_engine
 from ascent.app.pipeline import prepare
 from ascent.trainer.rl import RLParts, RLTrainer
 

@@ -18,9 +18,9 @@ TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "mode
 def test_vary_is_a_cartesian_product_and_file_variants_keep_types(tmp_path):
     vs = parse_vary(["algorithm.advantage=grpo,rloo", "algorithm.clip_high=0.2,0.28"])
     assert len(vs) == 4 and vs[1] == Variant("advantage=grpo,clip_high=0.28", ("algorithm.advantage=grpo", "algorithm.clip_high=0.28"))
-    (tmp_path / "v.yaml").write_text(yaml.safe_dump({"dapo": {"algorithm.clip_high": 0.28, "algorithm.dynamic_sampling": True}, "grpo": None}))
+    (tmp_path / "v.yaml").write_text(yaml.safe_dump({"dapo": {"algorithm.clip_high": 0.28, "algorithm.filter": "dapo"}, "grpo": None}))
     dapo, grpo = read_variants(tmp_path / "v.yaml")
-    assert dapo.overrides == ("algorithm.clip_high=0.28", "algorithm.dynamic_sampling=true") and grpo.overrides == ()
+    assert dapo.overrides == ("algorithm.clip_high=0.28", "algorithm.filter=dapo") and grpo.overrides == ()
     with pytest.raises(ConfigError, match="KEY=V1,V2"):
         parse_vary(["algorithm.advantage"])
 

@@ -141,7 +141,7 @@ def test_fast_decoder_matches_hf_forward_engine(temperature, tokenizer):
 def test_fast_decoder_supports_llama_gqa(tokenizer):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from ascent.rollout.fast import supports
+    from ascent.rollout.decoder import supports
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True)).eval()
@@ -207,7 +207,7 @@ def test_bfloat16_precision_samples_close_to_the_model(tokenizer):
 
 
 def test_native_bf16_detection(tmp_path):
-    from ascent.rollout.engine import cpu_has_native_bf16
+    from ascent.rollout.ascent_engine import cpu_has_native_bf16
 
     cpu = tmp_path / "cpuinfo"
     cpu.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
@@ -222,7 +222,7 @@ def test_native_bf16_detection(tmp_path):
 
 
 def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, tiny_policy, tokenizer):
-    import ascent.rollout.engine as engine_mod
+    import ascent.rollout.ascent_engine as engine_mod
 
     monkeypatch.setattr(engine_mod, "cpu_has_native_bf16", lambda: False)
     engine = make_engine("ascent", precision="bfloat16")
@@ -244,7 +244,7 @@ def test_fast_decoder_runs_lora_policies(precision, tokenizer):
     from conftest import tiny_qwen
     from peft import LoraConfig, get_peft_model
 
-    from ascent.rollout.fast import supports
+    from ascent.rollout.decoder import supports
 
     base = tiny_qwen(tokenizer, seed=4, hidden=64, layers=2)
     plain = make_engine("ascent").generate(base, ids_of(tokenizer), 4, settings(tokenizer, max_new_tokens=10), torch.Generator().manual_seed(2))

@@ -8,8 +8,8 @@ import torch
 
 from ascent import kernels
 from ascent.rollout import SamplingSettings, make_engine
-from ascent.rollout.engine import FastEngine
-from ascent.rollout.fast import Decoder
+from ascent.rollout.ascent_engine import FastEngine
+from ascent.rollout.decoder import Decoder
 
 PROMPTS = ["12+34=", "7+8=", "99+1=", "5=", "1+2+3="]
 

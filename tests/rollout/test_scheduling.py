@@ -8,7 +8,7 @@ import torch
 
 from ascent.policy.model import token_logprobs
 from ascent.rollout import SamplingSettings, assemble, make_engine
-from ascent.rollout.engine import FastEngine
+from ascent.rollout.ascent_engine import FastEngine
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue
 
 PROMPTS = ["12+34=", "7+8=", "99+1=", "5=", "1+2+3="]

@@ -88,7 +88,7 @@ class FakeLLM:
         self.cache_resets += 1
 
     def generate(self, prompts, params, use_tqdm=False):
-        from ascent.rollout.engine import FastEngine
+        from ascent.rollout.ascent_engine import FastEngine
 
         out = []
         for prompt, p in zip(prompts, params):

@@ -14,7 +14,7 @@ import torch
 
 from ascent.config import ConfigError, load_config
 from ascent.data.sampler import RowSampler
-from ascent.rollout.engine import make_engine
+from ascent.rollout import make_engine
 from ascent.runtime import make_trainer
 from ascent.runtime.async_trainer import AsyncTrainer
 from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutWorker, trainable_state

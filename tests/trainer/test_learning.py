@@ -17,7 +17,7 @@ from ascent.trainer.checkpoint import Checkpointer
 from ascent.app.pipeline import prepare
 from ascent.trainer.frozen import VocabularyMismatchError
 from ascent.trainer.rl import RLParts, RLTrainer, TrainingError
-from ascent.rollout.engine import make_engine
+from ascent.rollout import make_engine
 
 REWARD = '''
 def starts_with_seven(prompts, completions, **fields):
