@@ -1,4 +1,9 @@
-"""Advantage estimators. ONE signature: `fn(inp: AdvantageInput, cfg: AlgorithmConfig) -> (N, T) tensor`.
+"""Advantage estimators. ONE signature: `fn(inp: AdvantageInput, cfg: AlgorithmConfig[, params]) -> (N, T) tensor`.
+
+An estimator with technique knobs declares them in a frozen params dataclass next to it (`TacoParams`, ...),
+registered with `params=`, ranges checked once in its `__post_init__`; a run sets them in the estimator's
+spec, `algorithm.advantage=taco(alpha=0.05)`, and `ADVANTAGES.resolve(spec)` binds them (called without
+`params` an estimator uses the defaults). Generic knobs (`cfg.std_eps`) stay on the AlgorithmConfig.
 
 Outcome estimators compute one scalar per sequence and broadcast it over the sequence's completion
 tokens. Samples whose reward failed (`inp.valid` false) are left out of every group statistic and get
@@ -8,9 +13,11 @@ zero advantage.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
+from ascent.algorithms.groups import group_min_max
 from ascent.algorithms.types import AdvantageInput
 from ascent.registry import Registry
 
@@ -33,9 +40,7 @@ def group_moments(values: torch.Tensor, group_index: torch.Tensor, valid: torch.
     dev = (v - mean[group_index]) * w
     sq = torch.zeros(groups, dtype=values.dtype).index_add_(0, group_index, dev * dev)
     std = torch.sqrt(sq / (count - 1.0).clamp(min=1.0))
-    big = torch.finfo(values.dtype).max
-    lo = torch.full((groups,), big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, big)), "amin")
-    hi = torch.full((groups,), -big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, -big)), "amax")
+    lo, hi = group_min_max(values, valid, group_index, groups)  # (G,) each
     flat = (lo == hi) & (count > 0)
     mean = torch.where(flat, lo, mean)
     std = torch.where((count > 1) & ~flat, std, torch.zeros_like(std))
@@ -81,7 +86,8 @@ def batch_moments(values: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tens
 
 @ADVANTAGES.register("lite_ppo")
 def lite_ppo(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """Lite PPO: A_i = (r_i - mean_g r) / (std_batch r + eps): group mean, batch std (Liu et al. 2025, "Tricks or Traps?", #21)."""
+    """Lite PPO: A_i = (r_i - mean_g r) / (std_batch r + eps): group mean, batch std ("Tricks or Traps?",
+    Liu et al., 2025, arXiv:2508.08221)."""
     _, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
     _, std = batch_moments(inp.rewards, inp.valid)
     return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
@@ -95,7 +101,7 @@ def reinforce_pp(inp: AdvantageInput, cfg) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Catalogue estimators (#6 TACO, #8 GUI-Libra, #9 RAPO, #50 MaxRL, #52 SA-MRPO, #71 TMN, #91 AEM, #98 ExPPO).
+# Estimators from recent papers (TACO, GUI-Libra, RAPO, MaxRL, SA-MRPO, TMN, AEM, ExPPO: docs/references.md).
 # Each builds on the shared helpers above; every "reading" of a detail the abstracts leave open is stated
 # in the estimator's docstring and in docs/algorithms.md.
 # ---------------------------------------------------------------------------------------------------------
@@ -148,48 +154,81 @@ def _success_rate(inp: AdvantageInput, threshold: float) -> torch.Tensor:
     return rate
 
 
-@ADVANTAGES.register("taco")
-def taco(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """TACO (#6): GRPO with positive credit of tail-risky tokens scaled down to a factor in [taco_floor, 1].
+@dataclass(frozen=True)
+class TacoParams:
+    """TACO (Lou et al. 2026, arXiv:2607.07976): tail-aware credit calibration."""
+
+    alpha: float = 0.01
+    """Tail-risk strictness (TACO, Lou et al. 2026, arXiv:2607.07976): a token is risky when -log p > local entropy + log(1/alpha); larger flags more tokens; > 0."""
+    floor: float = 0.1
+    """Smallest factor on a risky token's positive advantage (1 - the paper's lambda), in (0, 1]."""
+    window: int = 16
+    """Preceding completion tokens whose mean surprisal estimates the local entropy; >= 1."""
+
+    def __post_init__(self) -> None:
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be > 0, got {self.alpha}")
+        if not 0.0 < self.floor <= 1.0:
+            raise ValueError(f"floor must be in (0, 1], got {self.floor}")
+        if self.window < 1:
+            raise ValueError(f"window must be >= 1, got {self.window}")
+
+
+@ADVANTAGES.register("taco", params=TacoParams)
+def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.Tensor:
+    """TACO (Lou et al., 2026, arXiv:2607.07976): GRPO with positive credit of tail-risky tokens scaled down
+    to a factor in [floor, 1].
 
     Tail-risk score of completion token t (the paper's r = -log p - H + log alpha, from the authors' code):
-    r_t = s_t - H_t + log(taco_alpha), with s_t = -log p(sampled token) and H_t the LOCAL entropy. The
+    r_t = s_t - H_t + log(alpha), with s_t = -log p(sampled token) and H_t the LOCAL entropy. The
     trainer does not keep full distributions, so H_t is estimated by the mean surprisal of the up to
-    `taco_window` preceding completion tokens (surprisal is an unbiased estimate of the entropy); a token
+    `window` preceding completion tokens (surprisal is an unbiased estimate of the entropy); a token
     with no preceding completion token has H_t = s_t (no context, no evidence of risk). A rare token in a
     confident (low-entropy) context is risky; the same token in an uncertain context is exploration.
-    Weight w_t = 1 if r_t <= 0, else 1 - (1 - taco_floor)(1 - exp(-r_t)), so w_t in (taco_floor, 1]: never
+    Weight w_t = 1 if r_t <= 0, else 1 - (1 - floor)(1 - exp(-r_t)), so w_t in (floor, 1]: never
     zero, so rare patterns that keep recurring in successes still accumulate credit. Only tokens whose
     advantage is positive are reweighted; negative advantages are untouched. Needs extras['logprobs'].
     """
     name = "taco"
-    _check(name, 0.0 < cfg.taco_floor <= 1.0, f"taco_floor must be in (0, 1], got {cfg.taco_floor}")
-    _check(name, cfg.taco_alpha > 0, f"taco_alpha must be > 0, got {cfg.taco_alpha}")
-    _check(name, cfg.taco_window >= 1, f"taco_window must be >= 1, got {cfg.taco_window}")
     logprobs = _extra(inp, "logprobs", name)
     _check(name, tuple(logprobs.shape) == tuple(inp.mask.shape), f"extras['logprobs'] has shape {tuple(logprobs.shape)}, mask {tuple(inp.mask.shape)}")
     m = inp.mask.to(logprobs.dtype)
     s = torch.where(m > 0, (-logprobs).clamp(max=1e4), torch.zeros_like(logprobs))  # (N, T) surprisal on completion tokens
     prefix_s = torch.cumsum(s, dim=-1) - s  # (N, T) sum over positions < t
     prefix_m = torch.cumsum(m, dim=-1) - m
-    w = cfg.taco_window
+    w = params.window
     lag_s = torch.nn.functional.pad(prefix_s, (w, 0))[:, : s.shape[-1]]  # prefix at t - w (0 before the start)
     lag_m = torch.nn.functional.pad(prefix_m, (w, 0))[:, : s.shape[-1]]
     count = prefix_m - lag_m  # completion tokens among the w preceding positions
     local_h = torch.where(count > 0, (prefix_s - lag_s) / count.clamp(min=1.0), s)
-    risk = s - local_h + math.log(cfg.taco_alpha)
-    weight = torch.where(risk > 0, 1.0 - (1.0 - cfg.taco_floor) * (1.0 - torch.exp(-risk.clamp(min=0.0))), torch.ones_like(risk))
+    risk = s - local_h + math.log(params.alpha)
+    weight = torch.where(risk > 0, 1.0 - (1.0 - params.floor) * (1.0 - torch.exp(-risk.clamp(min=0.0))), torch.ones_like(risk))
     adv = broadcast(_grpo_seq(inp, cfg), inp)
     return torch.where(adv > 0, adv * weight.to(adv.dtype), adv)
 
 
-@ADVANTAGES.register("exppo")
-def exppo(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """ExPPO (#98): GRPO credit redistributed by prompt-relative response surprisal and pass rate, mass kept.
+@dataclass(frozen=True)
+class ExppoParams:
+    """ExPPO (Exploration-Preserving Policy Optimization, 2026)."""
+
+    strength: float = 0.5
+    """Bound of the surprisal shaping (ExPPO, Exploration-Preserving Policy Optimization, 2026): weights in [1 - s, 1 + s] times the pass rate; in [0, 1)."""
+    threshold: float = 1.0
+    """A response passes (counts in the prompt's pass rate) when its reward is >= this."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.strength < 1.0:
+            raise ValueError(f"strength must be in [0, 1), got {self.strength}")
+
+
+@ADVANTAGES.register("exppo", params=ExppoParams)
+def exppo(inp: AdvantageInput, cfg, params: ExppoParams = ExppoParams()) -> torch.Tensor:
+    """ExPPO (Exploration-Preserving Policy Optimization; arXiv preprint, id not found: docs/references.md):
+    GRPO credit redistributed by prompt-relative response surprisal and pass rate, mass kept.
 
     u_i = mean token surprisal of response i (length-normalised); z_i = (u_i - mean_g u) / (std_g u + eps)
-    is its prompt-relative surprisal. q_g = the prompt's pass rate (reward >= exppo_threshold). Bounded
-    shaping: w_i = 1 + exppo_strength * q_g * sign(A_i) * tanh(z_i), in [1 - strength, 1 + strength]
+    is its prompt-relative surprisal. q_g = the prompt's pass rate (reward >= threshold). Bounded
+    shaping: w_i = 1 + strength * q_g * sign(A_i) * tanh(z_i), in [1 - strength, 1 + strength]
     (strength < 1 keeps w_i > 0): among correct responses the rarer (more surprising) ones get more credit,
     among wrong ones the frequent wrong mode gets more blame, so credit stops following mode frequency;
     the pass rate sets how much is redistributed (a prompt already solved often is where the dominant mode
@@ -199,11 +238,10 @@ def exppo(inp: AdvantageInput, cfg) -> torch.Tensor:
     the group's total |A| (and GRPO's zero group sum) is preserved exactly. Needs extras['logprobs'].
     """
     name = "exppo"
-    _check(name, 0.0 <= cfg.exppo_strength < 1.0, f"exppo_strength must be in [0, 1), got {cfg.exppo_strength}")
     base = _grpo_seq(inp, cfg)
     z = _group_z(_surprisal(inp, name), inp, cfg.std_eps)
-    q = _success_rate(inp, cfg.exppo_threshold)
-    shaped = base * (1.0 + cfg.exppo_strength * q * torch.sign(base) * torch.tanh(z))
+    q = _success_rate(inp, params.threshold)
+    shaped = base * (1.0 + params.strength * q * torch.sign(base) * torch.tanh(z))
     pos, neg = (base > 0).to(base.dtype), (base < 0).to(base.dtype)
     factor = torch.zeros_like(base)
     for part in (pos, neg):
@@ -213,60 +251,100 @@ def exppo(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast(shaped * factor, inp)
 
 
-@ADVANTAGES.register("aem")
-def aem(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """AEM (#91): GRPO advantages rescaled by a response-level advantage x relative-surprisal proxy.
+@dataclass(frozen=True)
+class AemParams:
+    """AEM (Zhao et al. 2026, arXiv:2605.00425): adaptive entropy modulation."""
+
+    strength: float = 0.5
+    """Bound of the advantage x relative-surprisal rescaling (AEM, Zhao et al. 2026, arXiv:2605.00425): factors in [1 - s, 1 + s]; in [0, 1)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.strength < 1.0:
+            raise ValueError(f"strength must be in [0, 1), got {self.strength}")
+
+
+@ADVANTAGES.register("aem", params=AemParams)
+def aem(inp: AdvantageInput, cfg, params: AemParams = AemParams()) -> torch.Tensor:
+    """AEM (Zhao et al., 2026, arXiv:2605.00425): GRPO advantages rescaled by a response-level advantage x
+    relative-surprisal proxy.
 
     Entropy drift under a natural-gradient step is governed by A_i * s_i, s_i the response's relative
     surprisal: rewarding a surprising response or penalising a typical one raises entropy (explore), the
     opposite lowers it (exploit). Proxy: s_i = the group z-score of the length-normalised response
-    surprisal; factor w_i = 1 + aem_strength * rho * tanh(A_i s_i), with the batch balance
+    surprisal; factor w_i = 1 + strength * rho * tanh(A_i s_i), with the batch balance
     rho = (n_neg - n_pos) / (n_neg + n_pos) over valid samples with negative/positive advantage. While
     failures dominate (rho > 0) entropy-raising updates are amplified and entropy-lowering ones damped;
     as successes take over (rho < 0) the reverse, so training moves from exploration to exploitation by
-    itself. aem_strength < 1 keeps every sign. Needs extras['logprobs'].
+    itself. strength < 1 keeps every sign. Needs extras['logprobs'].
     """
     name = "aem"
-    _check(name, 0.0 <= cfg.aem_strength < 1.0, f"aem_strength must be in [0, 1), got {cfg.aem_strength}")
     base = _grpo_seq(inp, cfg)
     s = _group_z(_surprisal(inp, name), inp, cfg.std_eps)
     n_pos, n_neg = float((base > 0).sum()), float((base < 0).sum())
     rho = (n_neg - n_pos) / (n_neg + n_pos) if n_neg + n_pos > 0 else 0.0
-    return broadcast(base * (1.0 + cfg.aem_strength * rho * torch.tanh(base * s)), inp)
+    return broadcast(base * (1.0 + params.strength * rho * torch.tanh(base * s)), inp)
 
 
-@ADVANTAGES.register("success_adaptive")
-def success_adaptive(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """GUI-Libra success-adaptive scaling (#8): GRPO with negative advantages scaled by 1 - strength * success rate.
+@dataclass(frozen=True)
+class SuccessAdaptiveParams:
+    """GUI-Libra success-adaptive scaling (Yang et al. 2026, arXiv:2602.22190)."""
 
-    Success = reward >= success_adaptive_threshold; the success rate q_g is the group's. Negative
-    advantages become A_i * (1 - success_adaptive_strength * q_g); positive ones are unchanged. Under
+    threshold: float = 1.0
+    """A sample succeeds when its reward is >= this (GUI-Libra success-adaptive scaling, Yang et al. 2026, arXiv:2602.22190)."""
+    strength: float = 1.0
+    """Negative advantages are multiplied by 1 - strength x the group's success rate; in [0, 1] (0: GRPO)."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.strength <= 1.0:
+            raise ValueError(f"strength must be in [0, 1], got {self.strength}")
+
+
+@ADVANTAGES.register("success_adaptive", params=SuccessAdaptiveParams)
+def success_adaptive(inp: AdvantageInput, cfg, params: SuccessAdaptiveParams = SuccessAdaptiveParams()) -> torch.Tensor:
+    """GUI-Libra success-adaptive scaling (Yang et al., 2026, arXiv:2602.22190): GRPO with negative advantages
+    scaled by 1 - strength * success rate.
+
+    Success = reward >= threshold; the success rate q_g is the group's. Negative
+    advantages become A_i * (1 - strength * q_g); positive ones are unchanged. Under
     partial verifiability a "failure" in a group that mostly succeeds is the likeliest false negative
     (an alternative valid action), and GRPO's std normalisation gives exactly those lone failures the
     largest negative advantages; the scaling damps them, and leaves groups that mostly fail (reliable
     negatives) near GRPO.
     """
-    _check("success_adaptive", 0.0 <= cfg.success_adaptive_strength <= 1.0, f"success_adaptive_strength must be in [0, 1], got {cfg.success_adaptive_strength}")
     base = _grpo_seq(inp, cfg)
-    scale = 1.0 - cfg.success_adaptive_strength * _success_rate(inp, cfg.success_adaptive_threshold)
+    scale = 1.0 - params.strength * _success_rate(inp, params.threshold)
     return broadcast(torch.where(base < 0, base * scale, base), inp)
 
 
-@ADVANTAGES.register("sa_mrpo")
-def sa_mrpo(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """SA-MRPO (#52): each reward objective standardised in its group, weighted by 1 - batch saturation, summed.
+@dataclass(frozen=True)
+class SaMrpoParams:
+    """SA-MRPO (Saturation Aware Advantage Reweighting for Multi-Reward Policy Optimization, 2026)."""
+
+    power: float = 1.0
+    """Each objective's discount is (1 - batch saturation) ** power (SA-MRPO, 2026; 0: no discount, equal weights); >= 0."""
+
+    def __post_init__(self) -> None:
+        if not self.power >= 0:
+            raise ValueError(f"power must be >= 0, got {self.power}")
+
+
+@ADVANTAGES.register("sa_mrpo", params=SaMrpoParams)
+def sa_mrpo(inp: AdvantageInput, cfg, params: SaMrpoParams = SaMrpoParams()) -> torch.Tensor:
+    """SA-MRPO: each reward objective standardised in its group, weighted by 1 - batch saturation, summed.
+
+    Paper: "Learn What's Left, Not What's Mastered: Saturation Aware Advantage Reweighting for Multi-Reward
+    Policy Optimization" (2026 arXiv preprint; authors and id not found, see docs/references.md).
 
     Objective k = column k of extras['components'] (each reward before weighting; NaN = no opinion, left
     out of that objective's statistics and contributing 0). z_ik = group z-score of objective k. Saturation
     sat_k = (mean_k - min_k) / (max_k - min_k) over the batch's valid values (for a 0/1 verifier: its
     success rate; a batch-flat objective counts as saturated, sat_k = 1). Discount
-    d_k = (1 - sat_k) ** sa_mrpo_power, normalised to weights d_k / sum_j d_j, and
+    d_k = (1 - sat_k) ** power, normalised to weights d_k / sum_j d_j, and
     A_i = sum_k (d_k / sum_j d_j) z_ik. The weights replace the run's fixed reward_weights; the normalisation
     keeps the advantage's scale and makes K = 1 exactly GRPO on that objective. Scaling or shifting one
     objective leaves the result unchanged; unlike GRPO on the weighted sum, the discount can flip a sign.
     """
     name = "sa_mrpo"
-    _check(name, cfg.sa_mrpo_power >= 0, f"sa_mrpo_power must be >= 0, got {cfg.sa_mrpo_power}")
     comps = _extra(inp, "components", name)
     _check(name, comps.dim() == 2 and comps.shape[0] == inp.rewards.shape[0], f"extras['components'] must be (N, K), got {tuple(comps.shape)}")
     comps = comps.to(inp.rewards.dtype)
@@ -279,7 +357,7 @@ def sa_mrpo(inp: AdvantageInput, cfg) -> torch.Tensor:
         vals = c[ok]
         lo, hi = (float(vals.min()), float(vals.max())) if vals.numel() else (0.0, 0.0)
         sat = (float(vals.mean()) - lo) / (hi - lo) if hi > lo else 1.0
-        discounts.append(max(0.0, 1.0 - sat) ** cfg.sa_mrpo_power)
+        discounts.append(max(0.0, 1.0 - sat) ** params.power)
     total = sum(discounts)
     adv = torch.zeros_like(inp.rewards)
     if total > 0:
@@ -288,13 +366,26 @@ def sa_mrpo(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast(adv, inp)
 
 
-@ADVANTAGES.register("tmn")
-def tmn(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """TMN-Reweight (#71): group-centred rewards, task-level mean normalisation, difficulty-adaptive weights.
+@dataclass(frozen=True)
+class TmnParams:
+    """TMN-Reweight (GoLongRL, Lv et al. 2026, arXiv:2605.19577)."""
+
+    difficulty: float = 1.0
+    """A group weighs 1 + this x (1 - its mean reward placed in its task's range) (TMN-Reweight, GoLongRL, Lv et al. 2026, arXiv:2605.19577; 0: no difficulty weighting); >= 0."""
+
+    def __post_init__(self) -> None:
+        if not self.difficulty >= 0:
+            raise ValueError(f"difficulty must be >= 0, got {self.difficulty}")
+
+
+@ADVANTAGES.register("tmn", params=TmnParams)
+def tmn(inp: AdvantageInput, cfg, params: TmnParams = TmnParams()) -> torch.Tensor:
+    """TMN-Reweight (GoLongRL, Lv et al., 2026, arXiv:2605.19577): group-centred rewards, task-level mean
+    normalisation, difficulty-adaptive weights.
 
     Tasks come from extras['task_index'] (without it the batch is one task). dev_i = r_i - mean_g r.
     Informative samples I = valid samples of groups whose rewards differ. Difficulty weight
-    h_g = 1 + tmn_difficulty * (1 - p_g), p_g = (mean_g r - min_task r) / (max_task r - min_task r) the
+    h_g = 1 + difficulty * (1 - p_g), p_g = (mean_g r - min_task r) / (max_task r - min_task r) the
     group's mean reward placed in its task's batch range (0 = hardest). Then
     A_i = h_g dev_i / mean_{j in I, task(j) = task(i)} |h_g(j) dev_j|: every task's mean |A| over its
     informative samples is exactly 1, so tasks whose rewards live on different scales contribute equally
@@ -302,7 +393,6 @@ def tmn(inp: AdvantageInput, cfg) -> torch.Tensor:
     more than easy ones. Flat groups and invalid samples get 0.
     """
     name = "tmn"
-    _check(name, cfg.tmn_difficulty >= 0, f"tmn_difficulty must be >= 0, got {cfg.tmn_difficulty}")
     n = inp.rewards.shape[0]
     task = inp.extras.get("task_index")
     task = torch.zeros(n, dtype=torch.long) if task is None else task.long()
@@ -311,12 +401,11 @@ def tmn(inp: AdvantageInput, cfg) -> torch.Tensor:
     _, mean, std = group_moments(inp.rewards, inp.group_index, inp.valid)
     informative = inp.valid & (std > 0)
     tasks = int(task.max()) + 1 if n else 0
-    big = torch.finfo(r.dtype).max
-    lo = torch.full((tasks,), big, dtype=r.dtype).scatter_reduce(0, task, torch.where(inp.valid, r, torch.full_like(r, big)), "amin")[task]
-    hi = torch.full((tasks,), -big, dtype=r.dtype).scatter_reduce(0, task, torch.where(inp.valid, r, torch.full_like(r, -big)), "amax")[task]
+    lo, hi = group_min_max(r, inp.valid, task, tasks)  # (tasks,) each: the task's batch range
+    lo, hi = lo[task], hi[task]
     spread = torch.where(informative, hi - lo, torch.ones_like(r))
     p = torch.where(informative, (mean - lo) / spread, torch.zeros_like(r))
-    num = torch.where(informative, (1.0 + cfg.tmn_difficulty * (1.0 - p)) * (r - mean), torch.zeros_like(r))
+    num = torch.where(informative, (1.0 + params.difficulty * (1.0 - p)) * (r - mean), torch.zeros_like(r))
     w = informative.to(r.dtype)
     mass = torch.zeros(tasks, dtype=r.dtype).index_add_(0, task, num.abs())[task]
     count = torch.zeros(tasks, dtype=r.dtype).index_add_(0, task, w)[task]
@@ -324,51 +413,79 @@ def tmn(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast(torch.where(informative, num / den, torch.zeros_like(r)), inp)
 
 
-@ADVANTAGES.register("rapo")
-def rapo(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """RAPO (#9) reward-aware scaling: GRPO x (2 sqrt(p_g (1 - p_g))) ** -rapo_power, p_g the group's mean reward.
+@dataclass(frozen=True)
+class RapoParams:
+    """RAPO reward-aware scaling (Fathom-DeepResearch, Singh et al. 2025, arXiv:2509.24107)."""
+
+    power: float = 1.0
+    """GRPO advantages times (2 sqrt(p (1 - p))) ** -power, p the group mean reward (RAPO, Singh et al. 2025, arXiv:2509.24107; 0: GRPO); >= 0."""
+
+    def __post_init__(self) -> None:
+        if not self.power >= 0:
+            raise ValueError(f"power must be >= 0, got {self.power}")
+
+
+@ADVANTAGES.register("rapo", params=RapoParams)
+def rapo(inp: AdvantageInput, cfg, params: RapoParams = RapoParams()) -> torch.Tensor:
+    """RAPO (Fathom-DeepResearch, Singh et al., 2025, arXiv:2509.24107) reward-aware scaling:
+    GRPO x (2 sqrt(p_g (1 - p_g))) ** -power, p_g the group's mean reward.
 
     For 0/1 rewards GRPO's total |A| in a group of n with pass rate p is 2 n sqrt(p (1 - p)) sqrt((n-1)/n):
     it collapses as rewards get sparse (p -> 0) or saturated, exactly where multi-turn RLVR lives. The
-    factor (rapo_power = 1) makes that mass the same for every informative group, preserving gradient
-    magnitude under sparse rewards; rapo_power = 0 is GRPO. p_g = group mean reward clamped to
+    factor (power = 1) makes that mass the same for every informative group, preserving gradient
+    magnitude under sparse rewards; power = 0 is GRPO. p_g = group mean reward clamped to
     [1/n, 1 - 1/n] (n = valid samples; the range a 0/1 group with signal can take), so the factor is at
     most n / (2 sqrt(n - 1)); rewards are taken to lie in [0, 1]. Only the advantage part of RAPO (not its
     pruning or replay buffer).
     """
-    _check("rapo", cfg.rapo_power >= 0, f"rapo_power must be >= 0, got {cfg.rapo_power}")
     count, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
     edge = 1.0 / count.clamp(min=2.0)
     p = torch.minimum(torch.maximum(mean, edge), 1.0 - edge)
-    scale = (2.0 * torch.sqrt(p * (1.0 - p))) ** (-cfg.rapo_power)
+    scale = (2.0 * torch.sqrt(p * (1.0 - p))) ** (-params.power)
     return broadcast(_grpo_seq(inp, cfg) * scale, inp)
 
 
-@ADVANTAGES.register("maxrl")
-def maxrl(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """MaxRL (#50): unbiased estimator of the order-T truncation of grad log P(correct), T = maxrl_order.
+@dataclass(frozen=True)
+class MaxrlParams:
+    """MaxRL (Tajwar et al. 2026, arXiv:2602.02710): maximum likelihood RL."""
 
-    Correct = reward >= maxrl_threshold; per group n valid samples, K correct, p = P(correct).
+    threshold: float = 1.0
+    """A sample is correct when its reward is >= this (MaxRL, Tajwar et al. 2026, arXiv:2602.02710)."""
+    order: int = 0
+    """Order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood (0: group size); >= 0."""
+    baseline: bool = True
+    """Subtract the unbiased leave-one-out baseline (zeroes all-correct and all-failed groups)."""
+
+    def __post_init__(self) -> None:
+        if self.order < 0:
+            raise ValueError(f"order must be >= 0 (0: the group size), got {self.order}")
+
+
+@ADVANTAGES.register("maxrl", params=MaxrlParams)
+def maxrl(inp: AdvantageInput, cfg, params: MaxrlParams = MaxrlParams()) -> torch.Tensor:
+    """MaxRL (Tajwar et al., 2026, arXiv:2602.02710): unbiased estimator of the order-T truncation of
+    grad log P(correct), T = params.order.
+
+    Correct = reward >= threshold; per group n valid samples, K correct, p = P(correct).
     log p = -sum_k (1-p)^k / k; the order-T objective J_T keeps k <= T, grad J_T = sum_{k<=T} (1-p)^(k-1) grad p.
     T = 1 is RL (grad p), T -> infinity maximum likelihood. With F_i = failures among the OTHER n-1 samples,
     S_T(F) = sum_{j<T} C(F, j) / C(n-1, j) is an unbiased estimate of sum_{k<=T} (1-p)^(k-1) that does not
     depend on sample i, so A_i = 1[correct_i] S_T(F_i) makes mean_i A_i grad log pi(y_i) (what the loss
-    computes per group) unbiased for grad J_T. At T = n (maxrl_order = 0, the default) A_i = (n/K)
+    computes per group) unbiased for grad J_T. At T = n (order = 0, the default) A_i = (n/K)
     1[correct_i]: the mean of grad log pi over the K correct samples, whose expectation is
-    (1 - (1-p)^n) grad log p. Baseline (maxrl_baseline): subtract b_i = (K_{-i} / (n-1)) S_T(F_i), a function
+    (1 - (1-p)^n) grad log p. Baseline (params.baseline): subtract b_i = (K_{-i} / (n-1)) S_T(F_i), a function
     of the other samples only, hence still unbiased; it zeroes all-correct and all-failed groups and at T = 1
     gives RLOO. Orders above n are clamped to n. With the baseline a group of one valid sample gets 0 (as in
     every group estimator); without it, A = 1[correct] (REINFORCE).
     """
     name = "maxrl"
-    _check(name, cfg.maxrl_order >= 0, f"maxrl_order must be >= 0 (0: the group size), got {cfg.maxrl_order}")
     dtype = torch.float64
-    correct = (inp.valid & (torch.nan_to_num(inp.rewards, nan=-math.inf) >= cfg.maxrl_threshold)).to(dtype)
+    correct = (inp.valid & (torch.nan_to_num(inp.rewards, nan=-math.inf) >= params.threshold)).to(dtype)
     valid = inp.valid.to(dtype)
     n = _group_sum(valid, inp.group_index)  # (N,)
     k_others = _group_sum(correct, inp.group_index) - correct  # correct among the other samples
     f_others = (n - 1.0) - k_others  # failures among the other samples
-    order = n if cfg.maxrl_order == 0 else torch.minimum(n, torch.full_like(n, float(cfg.maxrl_order)))
+    order = n if params.order == 0 else torch.minimum(n, torch.full_like(n, float(params.order)))
     total = torch.zeros_like(n)
     term = torch.ones_like(n)  # C(F, j) / C(n-1, j) at j = 0
     for j in range(int(order.max()) if n.numel() else 0):
@@ -376,7 +493,7 @@ def maxrl(inp: AdvantageInput, cfg) -> torch.Tensor:
             term = term * (f_others - (j - 1)) / (n - j).clamp(min=1.0)
         total = total + torch.where(j < order, term, torch.zeros_like(term))
     adv = correct * total
-    if cfg.maxrl_baseline:
+    if params.baseline:
         adv = torch.where(n > 1, adv - k_others / (n - 1.0).clamp(min=1.0) * total, torch.zeros_like(adv))
     adv = torch.where(inp.valid, adv, torch.zeros_like(adv))
     return broadcast(adv.to(inp.rewards.dtype), inp)

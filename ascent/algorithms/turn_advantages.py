@@ -1,5 +1,7 @@
-"""Turn-level advantage estimators for multi-turn agents: `tree` (#78), `progress` (#79), `serl` (#55) and
-`explore_group` (#94). Same ONE signature as every estimator: `fn(inp, cfg) -> (N, T)`.
+"""Turn-level advantage estimators for multi-turn agents: `tree` (TreeOPSD), `progress` (SPA), `serl` (SERL)
+and `explore_group` (Exploration-Aware PO); the papers are in docs/references.md. Same ONE signature as every
+estimator: `fn(inp, cfg[, params]) -> (N, T)`; each estimator's knobs are its frozen params dataclass
+(`TreeParams`, `ProgressParams`, `SerlParams`, `ExploreGroupParams`), set in its spec, e.g. `serl(strength=0.3)`.
 
 For agent batches the trainer fills `inp.extras` with (M = the most model turns of any trajectory):
 
@@ -25,9 +27,12 @@ tensor([[0.5000, 1.0000],
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ascent.algorithms.advantages import ADVANTAGES, _check, _extra, _grpo_seq, group_moments
+from ascent.algorithms.groups import group_min_max
 from ascent.algorithms.types import AdvantageInput
 
 EXPLORE, TASK, NO_TURN = 1, 0, -1
@@ -90,9 +95,7 @@ def _node_stats(inp: AdvantageInput, prefix: torch.Tensor, live: torch.Tensor) -
     r = inp.rewards.double()[rows]  # (L,)
     total = torch.zeros(nodes, dtype=torch.float64).index_add_(0, node, r)
     count = torch.zeros(nodes, dtype=torch.float64).index_add_(0, node, torch.ones_like(r))
-    big = torch.finfo(torch.float64).max
-    lo = torch.full((nodes,), big, dtype=torch.float64).scatter_reduce(0, node, r, "amin")
-    hi = torch.full((nodes,), -big, dtype=torch.float64).scatter_reduce(0, node, r, "amax")
+    lo, hi = group_min_max(r, torch.ones_like(r, dtype=torch.bool), node, nodes)  # (nodes,) each, float64
     mean = torch.where(lo == hi, lo, total / count.clamp(min=1.0))  # (nodes,)
     value = torch.full((n, m + 1), float("nan"), dtype=torch.float64)
     counts = torch.zeros((n, m + 1), dtype=torch.float64)
@@ -125,11 +128,20 @@ def tree_values(inp: AdvantageInput) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# tree (#78 TreeOPSD)
+# tree (TreeOPSD)
 # ---------------------------------------------------------------------------------------------------------
-@ADVANTAGES.register("tree")
-def tree(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """Tree credit (#78 TreeOPSD): A_t = V(node after turn t) - V(node before it), terminal rewards backed up.
+@dataclass(frozen=True)
+class TreeParams:
+    """Tree credit (TreeOPSD)."""
+
+    normalize: bool = True
+    """Divide turn advantages by the group's outcome std (+ std_eps), as GRPO does (TreeOPSD tree credit; false: Dr. GRPO-like)."""
+
+
+@ADVANTAGES.register("tree", params=TreeParams)
+def tree(inp: AdvantageInput, cfg, params: TreeParams = TreeParams()) -> torch.Tensor:
+    """Tree credit (TreeOPSD; arXiv preprint, id not found: docs/references.md): A_t = V(node after turn t)
+    - V(node before it), terminal rewards backed up.
 
     The trajectories of a group (same task) form a tree: two trajectories share a node after turn t when
     their histories up to the end of turn t are identical (equal extras['turn_prefix'] at depth t); the
@@ -139,7 +151,7 @@ def tree(inp: AdvantageInput, cfg) -> torch.Tensor:
     taken). The root's value is the group mean, so a trajectory's turn advantages telescope to
     V(its last node) - mean_g r, which is r_i - mean_g r when its history is unique. A turn that every
     trajectory of the group shares gets exactly 0; a branch that leads to better outcomes gets the
-    difference. With tree_normalize the advantages are divided by the group's outcome std (+ std_eps), so
+    difference. With params.normalize the advantages are divided by the group's outcome std (+ std_eps), so
     single-turn trajectories with distinct texts give GRPO exactly (Dr. GRPO without it). Flat groups
     get 0. Only the credit part of TreeOPSD (not its bounded teacher / self-distillation loss); the tree
     comes from whatever branching the group's samples happen to share (no extra rollouts are forked).
@@ -147,26 +159,39 @@ def tree(inp: AdvantageInput, cfg) -> torch.Tensor:
     """
     idx, live, value, _ = _tree_parts(inp, "tree")
     adv = torch.where(live, value[:, 1:] - value[:, :-1], torch.zeros_like(value[:, 1:]))  # (N, M)
-    return _to_tokens(adv / _outcome_scale(inp, cfg, cfg.tree_normalize)[:, None], idx, inp)
+    return _to_tokens(adv / _outcome_scale(inp, cfg, params.normalize)[:, None], idx, inp)
 
 
 tree.requires = frozenset({"turn_index", "turn_prefix"})
 
 
 # ---------------------------------------------------------------------------------------------------------
-# progress (#79 SPA)
+# progress (SPA)
 # ---------------------------------------------------------------------------------------------------------
-def progress_contributions(inp: AdvantageInput, cfg) -> torch.Tensor:
+@dataclass(frozen=True)
+class ProgressParams:
+    """Progress attribution (SPA, Wang et al. 2025, arXiv:2505.20732)."""
+
+    prior: float = 1.0
+    """Pseudo-count shrinking each tree node's mean outcome toward the progress before the turn (SPA, Wang et al. 2025, arXiv:2505.20732; 0: raw means); >= 0."""
+    normalize: bool = True
+    """Divide the per-turn contributions by the group's outcome std (+ std_eps)."""
+
+    def __post_init__(self) -> None:
+        if not self.prior >= 0:
+            raise ValueError(f"prior must be >= 0, got {self.prior}")
+
+
+def progress_contributions(inp: AdvantageInput, cfg, params: ProgressParams = ProgressParams()) -> torch.Tensor:
     """(N, M) float64 per-turn contributions c_t = p_t - p_{t-1} of `progress` (before normalisation).
 
     For every valid trajectory with K turns, sum_t c_t = r - mean_g r (the outcome minus the baseline);
     0 where there is no turn and for invalid rows.
     """
     name = "progress"
-    _check(name, cfg.progress_prior >= 0, f"progress_prior must be >= 0, got {cfg.progress_prior}")
     _, live, value, count = _tree_parts(inp, name)
     n, m = live.shape
-    k = float(cfg.progress_prior)
+    k = float(params.prior)
     last = live.sum(dim=1) - 1  # (N,) index of each row's last turn
     r = inp.rewards.double()
     prev = value[:, 0]  # (N,) p_{-1} = baseline: the group mean (root value); NaN for invalid rows
@@ -180,44 +205,62 @@ def progress_contributions(inp: AdvantageInput, cfg) -> torch.Tensor:
     return contrib
 
 
-@ADVANTAGES.register("progress")
-def progress(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """Progress attribution (#79 SPA): A_t = p_t - p_{t-1}, contributions that sum to r - mean_g r exactly.
+@ADVANTAGES.register("progress", params=ProgressParams)
+def progress(inp: AdvantageInput, cfg, params: ProgressParams = ProgressParams()) -> torch.Tensor:
+    """Progress attribution (SPA, Wang et al., 2025, arXiv:2505.20732): A_t = p_t - p_{t-1}, contributions
+    that sum to r - mean_g r exactly.
 
     SPA trains a progress estimator whose per-step contributions add up to the task's completion and uses
     each contribution as the step's reward. Here the estimator is learning-free: p_t estimates the
     expected outcome after turn t by Monte Carlo over the group's trajectories with the same history (the
     `tree` node: n_t trajectories, mean outcome m_t), shrunk toward the progress before the turn with a
-    pseudo-count k = progress_prior:  p_t = (n_t m_t + k p_{t-1}) / (n_t + k),  p_{-1} = mean_g r (the
+    pseudo-count k = params.prior:  p_t = (n_t m_t + k p_{t-1}) / (n_t + k),  p_{-1} = mean_g r (the
     baseline), and p_{K-1} = r (the trajectory's outcome, which makes the sum telescope to r - mean_g r).
     The shrinkage matters where the tree has not branched: a history seen once (n_t = 1) moves progress
     only a 1/(1+k) share of the way to its outcome per turn, so credit is spread along the turns after a
     branching point instead of all landing on the first turn that differs (k = 0 gives the raw node means:
     `tree`, except that the last turn ends exactly at the outcome). The turn advantage is the contribution
     (SPA's intermediate reward; its grounding bonus is left to the reward functions), divided by the
-    group's outcome std (+ std_eps) when progress_normalize. Flat groups get 0. Needs extras turn_index
+    group's outcome std (+ std_eps) when params.normalize. Flat groups get 0. Needs extras turn_index
     and turn_prefix.
     """
-    contrib = progress_contributions(inp, cfg)  # (N, M)
+    contrib = progress_contributions(inp, cfg, params)  # (N, M)
     idx = _turn_index(inp, "progress", contrib.shape[1])
-    return _to_tokens(contrib / _outcome_scale(inp, cfg, cfg.progress_normalize)[:, None], idx, inp)
+    return _to_tokens(contrib / _outcome_scale(inp, cfg, params.normalize)[:, None], idx, inp)
 
 
 progress.requires = frozenset({"turn_index", "turn_prefix"})
 
 
 # ---------------------------------------------------------------------------------------------------------
-# serl (#55 SERL)
+# serl (SERL)
 # ---------------------------------------------------------------------------------------------------------
-@ADVANTAGES.register("serl")
-def serl(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """SERL (#55): the outcome sets each trajectory's sign; environment feedback weights its turns.
+@dataclass(frozen=True)
+class SerlParams:
+    """SERL (Lyu et al. 2026, arXiv:2605.19447)."""
+
+    strength: float = 0.5
+    """Share of each trajectory's credit that environment feedback moves between its turns (SERL, Lyu et al. 2026, arXiv:2605.19447), in [0, 1] (0: GRPO)."""
+    temperature: float = 1.0
+    """Softmax temperature of the feedback weights (smaller: credit concentrates on the decisive turns); > 0."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.strength <= 1.0:
+            raise ValueError(f"strength must be in [0, 1], got {self.strength}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@ADVANTAGES.register("serl", params=SerlParams)
+def serl(inp: AdvantageInput, cfg, params: SerlParams = SerlParams()) -> torch.Tensor:
+    """SERL (Lyu et al., 2026, arXiv:2605.19447): the outcome sets each trajectory's sign; environment
+    feedback weights its turns.
 
     A_i = GRPO advantage of the outcome (the update direction). f_t = extras['turn_rewards'] (the
     environment's feedback on turn t; a NaN on an existing turn counts as the trajectory's mean feedback,
     so an environment without step rewards gives uniform weights). Weights over the trajectory's K turns:
         w_t = (1 - lambda) + lambda * K * softmax_t(sign(A_i) f_t / tau),
-    lambda = serl_strength, tau = serl_temperature. So w_t > 0 (every turn keeps the trajectory's sign)
+    lambda = params.strength, tau = params.temperature. So w_t > 0 (every turn keeps the trajectory's sign)
     and mean_t w_t = 1 (the trajectory's total credit is GRPO's); feedback only moves credit between
     turns: in a successful trajectory toward the turns the environment rated well, in a failed one toward
     the turns it rated badly (an error, a step that changed nothing): SERL's "focusing on critical
@@ -227,8 +270,6 @@ def serl(inp: AdvantageInput, cfg) -> torch.Tensor:
     in extras['turn_index']. Needs extras turn_index and turn_rewards.
     """
     name = "serl"
-    _check(name, 0.0 <= cfg.serl_strength <= 1.0, f"serl_strength must be in [0, 1], got {cfg.serl_strength}")
-    _check(name, cfg.serl_temperature > 0, f"serl_temperature must be > 0, got {cfg.serl_temperature}")
     feedback = _turn_extra(inp, "turn_rewards", name).double()  # (N, M)
     idx = _turn_index(inp, name, feedback.shape[1])
     exists = _present(idx, feedback.shape[1])  # (N, M)
@@ -237,11 +278,11 @@ def serl(inp: AdvantageInput, cfg) -> torch.Tensor:
     row_mean = f.sum(1) / known.sum(1).clamp(min=1)  # (N,)
     f = torch.where(known, f, row_mean[:, None].expand_as(f))
     base = _grpo_seq(inp, cfg).double()  # (N,)
-    logits = torch.where(exists, torch.sign(base)[:, None] * f / cfg.serl_temperature, torch.full_like(f, -torch.inf))
+    logits = torch.where(exists, torch.sign(base)[:, None] * f / params.temperature, torch.full_like(f, -torch.inf))
     top = logits.max(dim=1, keepdim=True).values.clamp(min=-1e300)  # finite even for rows without turns
     e = torch.where(exists, torch.exp(logits - top), torch.zeros_like(f))  # (N, M)
     soft = exists.sum(1, keepdim=True).double() * e / e.sum(1, keepdim=True).clamp(min=1e-300)
-    w = (1.0 - cfg.serl_strength) + cfg.serl_strength * soft
+    w = (1.0 - params.strength) + params.strength * soft
     return _to_tokens(torch.where(exists, base[:, None] * w, torch.zeros_like(w)), idx, inp)
 
 
@@ -249,16 +290,25 @@ serl.requires = frozenset({"turn_index", "turn_rewards"})
 
 
 # ---------------------------------------------------------------------------------------------------------
-# explore_group (#94 Exploration-Aware EAPO)
+# explore_group (Exploration-Aware EAPO)
 # ---------------------------------------------------------------------------------------------------------
-@ADVANTAGES.register("explore_group")
-def explore_group(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """Exploration-aware grouping (#94, EAPO = Exploration-Aware PO): exploratory and task turns are
-    GRPO-normalised in separate groups.
+@dataclass(frozen=True)
+class ExploreGroupParams:
+    """Exploration-aware grouping (EAPO, Hua et al. 2026, arXiv:2605.08978)."""
 
-    Not #19 (Evidence-Augmented), #64 (Efficiency-Aware: the rounds discount) or #72 (Experience-
-    Augmented), the three other papers named EAPO. Each turn is one sample with return
-    R_t = r + explore_group_step_coef * f_t (r the trajectory's outcome, f_t = extras['turn_rewards'], NaN
+    step_coef: float = 0.0
+    """A turn's return is the outcome plus this x its step reward, extras turn_rewards (Exploration-Aware PO, Hua et al. 2026, arXiv:2605.08978; 0: the outcome only)."""
+
+
+@ADVANTAGES.register("explore_group", params=ExploreGroupParams)
+def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = ExploreGroupParams()) -> torch.Tensor:
+    """Exploration-aware grouping (EAPO = Exploration-Aware PO, Hua et al., 2026, arXiv:2605.08978):
+    exploratory and task turns are GRPO-normalised in separate groups.
+
+    Not Evidence-Augmented PO (Guan et al., 2026), Efficiency-Aware PO (IterResearch, Chen et al., 2025:
+    the rounds discount) or Experience-Augmented PO (Lu et al., 2026), the three other papers named EAPO.
+    Each turn is one sample with return
+    R_t = r + params.step_coef * f_t (r the trajectory's outcome, f_t = extras['turn_rewards'], NaN
     as 0; the coefficient is 0 by default, where the paper's information-gain reward for exploration would
     enter). Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
     the task turns (turn_kind 0: answers, environment actions) another; A_t = (R_t - mean_pool R) /
@@ -274,10 +324,10 @@ def explore_group(inp: AdvantageInput, cfg) -> torch.Tensor:
     _check(name, bool(((kind >= NO_TURN) & (kind <= EXPLORE)).all()), "extras['turn_kind'] must hold -1 (no turn), 0 (task) or 1 (exploratory)")
     idx = _turn_index(inp, name, kind.shape[1])
     ret = inp.rewards.double()[:, None].expand(kind.shape).clone()  # (N, M)
-    if cfg.explore_group_step_coef != 0:
+    if params.step_coef != 0:
         f = _turn_extra(inp, "turn_rewards", name).double()
         _check(name, f.shape == kind.shape, f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_kind'] {tuple(kind.shape)} differ")
-        ret = ret + cfg.explore_group_step_coef * torch.nan_to_num(f, nan=0.0)
+        ret = ret + params.step_coef * torch.nan_to_num(f, nan=0.0)
     adv = torch.zeros_like(ret)
     for k in (EXPLORE, TASK):
         rows, cols = ((kind == k) & inp.valid[:, None]).nonzero(as_tuple=True)  # (P,) the pool's turns

@@ -1,5 +1,6 @@
-"""Catalogue advantage estimators: taco (#6), success_adaptive (#8), rapo (#9), maxrl (#50), sa_mrpo (#52),
-tmn (#71), aem (#91), exppo (#98).
+"""Advantage estimators from recent papers: taco (TACO), success_adaptive (GUI-Libra), rapo (RAPO), maxrl
+(MaxRL), sa_mrpo (SA-MRPO), tmn (TMN-Reweight), aem (AEM), exppo (ExPPO); the papers are in docs/references.md.
+Knobs are each estimator's params dataclass, passed as `params=` or set in its spec (`maxrl(order=2)`).
 
 For each: a slow loop reference (or hand values), the property the paper relies on, invalid samples, and a
 one-step trainer smoke test.
@@ -17,8 +18,10 @@ import pytest
 import torch
 
 from ascent.algorithms import ADVANTAGES, AdvantageInput
+from ascent.algorithms.advantages import AemParams, ExppoParams, MaxrlParams, RapoParams, SaMrpoParams, SuccessAdaptiveParams, TacoParams, TmnParams
 from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
+from ascent.typed import ConfigError
 from ascent.rollout import make_engine
 from ascent.app.pipeline import prepare
 from ascent.trainer.rl import RLParts, RLTrainer
@@ -43,8 +46,12 @@ def make_input(rewards, groups=None, valid=None, mask=None, logprobs=None, compo
     return AdvantageInput(rewards=r, valid=v, group_index=g, mask=m, extras=extras)
 
 
-def run(name, inp, cfg=CFG):
-    return ADVANTAGES.get(name)(inp, cfg)
+def run(spec, inp, params=None):
+    """The estimator of `spec` (`name` or `name(key=value, ...)`, resolved by the registry), or `name` with
+    `params` (a params instance) passed directly."""
+    if params is not None:
+        return ADVANTAGES.get(spec)(inp, CFG, params=params)
+    return ADVANTAGES.resolve(spec)(inp, CFG)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -100,7 +107,7 @@ def pass_rate_ref(rewards, valid, groups, thr):
     return out
 
 
-def taco_ref(rewards, valid, groups, mask, logprobs, cfg=CFG):
+def taco_ref(rewards, valid, groups, mask, logprobs, p=TacoParams()):
     base = grpo_ref(rewards, valid, groups)
     n, T = mask.shape
     out = [[0.0] * T for _ in range(n)]
@@ -109,20 +116,20 @@ def taco_ref(rewards, valid, groups, mask, logprobs, cfg=CFG):
             if mask[i][t] == 0:
                 continue
             s = -float(logprobs[i][t])
-            prev = [-float(logprobs[i][u]) for u in range(max(0, t - cfg.taco_window), t) if mask[i][u] > 0]
+            prev = [-float(logprobs[i][u]) for u in range(max(0, t - p.window), t) if mask[i][u] > 0]
             h = sum(prev) / len(prev) if prev else s
-            risk = s - h + math.log(cfg.taco_alpha)
-            w = 1.0 - (1.0 - cfg.taco_floor) * (1.0 - math.exp(-risk)) if risk > 0 else 1.0
+            risk = s - h + math.log(p.alpha)
+            w = 1.0 - (1.0 - p.floor) * (1.0 - math.exp(-risk)) if risk > 0 else 1.0
             out[i][t] = base[i] * w if base[i] > 0 else base[i]
     return torch.tensor(out)
 
 
-def exppo_ref(rewards, valid, groups, mask, logprobs, cfg=CFG):
+def exppo_ref(rewards, valid, groups, mask, logprobs, p=ExppoParams()):
     base = grpo_ref(rewards, valid, groups)
     z = group_z_ref(surprisal_ref(logprobs, mask), valid, groups)
-    q = pass_rate_ref(rewards, valid, groups, cfg.exppo_threshold)
+    q = pass_rate_ref(rewards, valid, groups, p.threshold)
     sign = lambda x: (x > 0) - (x < 0)  # noqa: E731
-    shaped = [base[i] * (1 + cfg.exppo_strength * q[i] * sign(base[i]) * math.tanh(z[i])) for i in range(len(base))]
+    shaped = [base[i] * (1 + p.strength * q[i] * sign(base[i]) * math.tanh(z[i])) for i in range(len(base))]
     out = []
     for i in range(len(base)):
         if base[i] == 0:
@@ -133,21 +140,21 @@ def exppo_ref(rewards, valid, groups, mask, logprobs, cfg=CFG):
     return out
 
 
-def aem_ref(rewards, valid, groups, mask, logprobs, cfg=CFG):
+def aem_ref(rewards, valid, groups, mask, logprobs, p=AemParams()):
     base = grpo_ref(rewards, valid, groups)
     s = group_z_ref(surprisal_ref(logprobs, mask), valid, groups)
     pos, neg = sum(1 for a in base if a > 0), sum(1 for a in base if a < 0)
     rho = (neg - pos) / (neg + pos) if neg + pos else 0.0
-    return [a * (1 + cfg.aem_strength * rho * math.tanh(a * si)) for a, si in zip(base, s)]
+    return [a * (1 + p.strength * rho * math.tanh(a * si)) for a, si in zip(base, s)]
 
 
-def success_adaptive_ref(rewards, valid, groups, cfg=CFG):
+def success_adaptive_ref(rewards, valid, groups, p=SuccessAdaptiveParams()):
     base = grpo_ref(rewards, valid, groups)
-    q = pass_rate_ref(rewards, valid, groups, cfg.success_adaptive_threshold)
-    return [a * (1 - cfg.success_adaptive_strength * qi) if a < 0 else a for a, qi in zip(base, q)]
+    q = pass_rate_ref(rewards, valid, groups, p.threshold)
+    return [a * (1 - p.strength * qi) if a < 0 else a for a, qi in zip(base, q)]
 
 
-def sa_mrpo_ref(valid, groups, comps, cfg=CFG):
+def sa_mrpo_ref(valid, groups, comps, p=SaMrpoParams()):
     n, k = len(comps), len(comps[0])
     zs, ds = [], []
     for c in range(k):
@@ -157,12 +164,12 @@ def sa_mrpo_ref(valid, groups, comps, cfg=CFG):
         vals = [col[i] for i in range(n) if ok[i]]
         lo, hi = (min(vals), max(vals)) if vals else (0.0, 0.0)
         sat = (sum(vals) / len(vals) - lo) / (hi - lo) if hi > lo else 1.0
-        ds.append((1 - sat) ** cfg.sa_mrpo_power)
+        ds.append((1 - sat) ** p.power)
     tot = sum(ds)
     return [sum(ds[c] / tot * zs[c][i] for c in range(k)) if tot > 0 else 0.0 for i in range(n)]
 
 
-def tmn_ref(rewards, valid, groups, tasks, cfg=CFG):
+def tmn_ref(rewards, valid, groups, tasks, p=TmnParams()):
     n = len(rewards)
     num, info = [0.0] * n, [False] * n
     for i in range(n):
@@ -174,8 +181,8 @@ def tmn_ref(rewards, valid, groups, tasks, cfg=CFG):
         same_task = [rewards[j] for j in range(n) if valid[j] and tasks[j] == tasks[i]]
         lo, hi = min(same_task), max(same_task)
         mu = sum(grp) / len(grp)
-        p = (mu - lo) / (hi - lo)
-        num[i] = (1 + cfg.tmn_difficulty * (1 - p)) * (rewards[i] - mu)
+        place = (mu - lo) / (hi - lo)
+        num[i] = (1 + p.difficulty * (1 - place)) * (rewards[i] - mu)
         info[i] = True
     out = []
     for i in range(n):
@@ -187,7 +194,7 @@ def tmn_ref(rewards, valid, groups, tasks, cfg=CFG):
     return out
 
 
-def rapo_ref(rewards, valid, groups, cfg=CFG):
+def rapo_ref(rewards, valid, groups, params=RapoParams()):
     base = grpo_ref(rewards, valid, groups)
     out = []
     for i in range(len(rewards)):
@@ -197,11 +204,11 @@ def rapo_ref(rewards, valid, groups, cfg=CFG):
             continue
         n = len(m)
         p = min(max(sum(rewards[j] for j in m) / n, 1 / n), 1 - 1 / n)
-        out.append(base[i] * (2 * math.sqrt(p * (1 - p))) ** (-cfg.rapo_power))
+        out.append(base[i] * (2 * math.sqrt(p * (1 - p))) ** (-params.power))
     return out
 
 
-def maxrl_ref(rewards, valid, groups, cfg=CFG):
+def maxrl_ref(rewards, valid, groups, p=MaxrlParams()):
     out = []
     for i in range(len(rewards)):
         if not valid[i]:
@@ -209,13 +216,13 @@ def maxrl_ref(rewards, valid, groups, cfg=CFG):
             continue
         m = mates(i, groups, valid)
         n = len(m)
-        ok = [rewards[j] >= cfg.maxrl_threshold for j in m]
-        k_others = sum(ok) - (rewards[i] >= cfg.maxrl_threshold)
+        ok = [rewards[j] >= p.threshold for j in m]
+        k_others = sum(ok) - (rewards[i] >= p.threshold)
         f_others = (n - 1) - k_others
-        order = n if cfg.maxrl_order == 0 else min(n, cfg.maxrl_order)
+        order = n if p.order == 0 else min(n, p.order)
         s = sum(math.comb(f_others, j) / math.comb(n - 1, j) for j in range(order))
-        a = s if rewards[i] >= cfg.maxrl_threshold else 0.0
-        if cfg.maxrl_baseline:
+        a = s if rewards[i] >= p.threshold else 0.0
+        if p.baseline:
             a = a - k_others / (n - 1) * s if n > 1 else 0.0
         out.append(a)
     return out
@@ -245,15 +252,16 @@ def random_batch(rng: random.Random, binary: bool, k: int = 3):
     return rewards, valid, groups, tasks, comps, mask, logprobs
 
 
-CFGS = [CFG, replace(CFG, taco_alpha=0.5, taco_window=2, taco_floor=0.3, exppo_strength=0.9, exppo_threshold=0.5, aem_strength=0.8,
-                     success_adaptive_threshold=0.5, success_adaptive_strength=0.6, sa_mrpo_power=2.0, tmn_difficulty=0.5, rapo_power=0.5,
-                     maxrl_threshold=0.5, maxrl_order=2, maxrl_baseline=False)]
+PARAMS = [{name: ADVANTAGES.entry(name).params() for name in NEW},  # the defaults
+          {"taco": TacoParams(alpha=0.5, window=2, floor=0.3), "exppo": ExppoParams(strength=0.9, threshold=0.5), "aem": AemParams(strength=0.8),
+           "success_adaptive": SuccessAdaptiveParams(threshold=0.5, strength=0.6), "sa_mrpo": SaMrpoParams(power=2.0), "tmn": TmnParams(difficulty=0.5),
+           "rapo": RapoParams(power=0.5), "maxrl": MaxrlParams(threshold=0.5, order=2, baseline=False)}]
 
 
 @pytest.mark.parametrize("name", NEW)
 @pytest.mark.parametrize("cfg_id", [0, 1])
 def test_matches_loop_reference_on_random_input(name, cfg_id):
-    cfg = CFGS[cfg_id]
+    cfg = PARAMS[cfg_id][name]
     rng = random.Random(7)
     for trial in range(30):
         rewards, valid, groups, tasks, comps, mask, logprobs = random_batch(rng, binary=trial % 2 == 0)
@@ -304,16 +312,22 @@ def test_missing_extra_is_a_clear_error(name, key):
         run(name, make_input([1.0, 0.0]))
 
 
-@pytest.mark.parametrize("name,field,value", [("taco", "taco_floor", 0.0), ("exppo", "exppo_strength", 1.0), ("aem", "aem_strength", -0.1),
-                                              ("success_adaptive", "success_adaptive_strength", 1.5), ("maxrl", "maxrl_order", -1)])
+@pytest.mark.parametrize("name,field,value", [("taco", "floor", 0.0), ("taco", "floor", 1.5), ("taco", "alpha", 0.0), ("taco", "window", 0),
+                                              ("exppo", "strength", 1.0), ("exppo", "strength", -0.1), ("aem", "strength", -0.1), ("aem", "strength", 1.0),
+                                              ("success_adaptive", "strength", 1.5), ("success_adaptive", "strength", -0.5), ("sa_mrpo", "power", -1.0),
+                                              ("tmn", "difficulty", -1.0), ("rapo", "power", -0.5), ("maxrl", "order", -1)])
 def test_out_of_range_knobs_are_errors(name, field, value):
-    inp = make_input([1.0, 0.0], mask=torch.ones(2, 2), logprobs=-torch.ones(2, 2))
-    with pytest.raises(ValueError, match=field):
-        run(name, inp, replace(CFG, **{field: value}))
+    spec = f"{name}({field}={value})"
+    with pytest.raises(ConfigError, match=rf"{name}: {field} must be"):
+        ADVANTAGES.resolve(spec)
+    with pytest.raises(ConfigError, match=rf"algorithm.advantage {name}: {field} must be"):
+        load_config("default", [f"algorithm.advantage={spec}"])
+    with pytest.raises(ValueError, match=field):  # the params class checks itself, however it is built
+        ADVANTAGES.entry(name).params(**{field: value})
 
 
 # ---------------------------------------------------------------------------------------------------------
-# TACO (#6)
+# TACO
 # ---------------------------------------------------------------------------------------------------------
 def test_taco_hand_values():
     # group [1, 0]: GRPO +-1/sqrt(2) = +-0.7071. Completion of 3 tokens, surprisals [0.1, 0.1, 6.0]:
@@ -335,7 +349,7 @@ def test_taco_lowers_only_positive_credit_of_risky_tokens_and_never_to_zero():
     adv, base = run("taco", inp), run("grpo", inp)
     assert base[0, 0] > 0 and base[2, 0] < 0
     w = adv[0] / base[0]
-    assert w[2] < 0.2 and w[2] >= CFG.taco_floor and w[2] > 0  # risky: cut towards the floor, never zeroed
+    assert w[2] < 0.2 and w[2] >= TacoParams().floor and w[2] > 0  # risky: cut towards the floor, never zeroed
     assert torch.equal(adv[1], base[1])  # same rare token in an uncertain context: untouched
     assert torch.equal(adv[2:], base[2:])  # negative advantages untouched, even on the risky token
     assert torch.equal(adv[0, :2], base[0, :2])
@@ -348,15 +362,15 @@ def test_taco_lowers_only_positive_credit_of_risky_tokens_and_never_to_zero():
         pos = base > 0
         assert torch.equal(adv[~pos], base[~pos])
         ratio = adv[pos] / base[pos]
-        assert (ratio >= CFG.taco_floor - 1e-6).all() and (ratio <= 1 + 1e-6).all()
+        assert (ratio >= TacoParams().floor - 1e-6).all() and (ratio <= 1 + 1e-6).all()
 
 
 # ---------------------------------------------------------------------------------------------------------
-# ExPPO (#98)
+# ExPPO
 # ---------------------------------------------------------------------------------------------------------
 def test_exppo_keeps_sign_and_group_mass():
     rng = random.Random(1)
-    cfg = replace(CFG, exppo_threshold=0.5, exppo_strength=0.9)
+    cfg = ExppoParams(threshold=0.5, strength=0.9)
     changed = 0
     for trial in range(40):
         rewards, valid, groups, _, _, mask, logprobs = random_batch(rng, binary=trial % 2 == 0)
@@ -386,7 +400,7 @@ def test_exppo_moves_credit_to_rare_correct_responses():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# AEM (#91)
+# AEM
 # ---------------------------------------------------------------------------------------------------------
 def test_aem_hand_values_and_direction():
     # group [1, 0, 0, 0] (failures dominate: n_pos 1, n_neg 3, rho = 0.5); GRPO: +1.5, -0.5 x3.
@@ -407,20 +421,20 @@ def test_aem_hand_values_and_direction():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# success-adaptive (#8)
+# success-adaptive
 # ---------------------------------------------------------------------------------------------------------
 def test_success_adaptive_hand_values():
     # group 0 [1,1,1,0]: q = .75, GRPO .5 x3, -1.5 -> -1.5 * .25 = -.375
     # group 1 [1,0,0,0]: q = .25, GRPO 1.5, -.5 x3 -> -.5 * .75 = -.375
     adv = run("success_adaptive", make_input([1, 1, 1, 0, 1, 0, 0, 0.0], [0, 0, 0, 0, 1, 1, 1, 1]))[:, 0]
     assert torch.allclose(adv, torch.tensor([0.5, 0.5, 0.5, -0.375, 1.5, -0.375, -0.375, -0.375]), atol=1e-5)
-    half = run("success_adaptive", make_input([1, 1, 1, 0.0]), replace(CFG, success_adaptive_strength=0.5))[:, 0]
+    half = run("success_adaptive(strength=0.5)", make_input([1, 1, 1, 0.0]))[:, 0]
     assert torch.allclose(half, torch.tensor([0.5, 0.5, 0.5, -1.5 * (1 - 0.375)]), atol=1e-5)
-    assert torch.allclose(run("success_adaptive", make_input([1, 1, 1, 0.0]), replace(CFG, success_adaptive_strength=0.0)), run("grpo", make_input([1, 1, 1, 0.0])))
+    assert torch.allclose(run("success_adaptive", make_input([1, 1, 1, 0.0]), SuccessAdaptiveParams(strength=0.0)), run("grpo", make_input([1, 1, 1, 0.0])))
 
 
 # ---------------------------------------------------------------------------------------------------------
-# SA-MRPO (#52)
+# SA-MRPO
 # ---------------------------------------------------------------------------------------------------------
 # correctness (hard) and format (nearly saturated) for 2 groups of 4
 SA_COMPS = [[1, 0], [0, 1], [0, 1], [0, 0], [0, 1], [0, 1], [0, 1], [1, 1]]
@@ -466,7 +480,7 @@ def test_sa_mrpo_one_objective_is_grpo_and_nan_component_is_no_opinion():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# TMN (#71)
+# TMN
 # ---------------------------------------------------------------------------------------------------------
 def test_tmn_hand_values():
     # one task, groups [1,0,0,0] (p = .25, h = 1.75) and [1,1,1,0] (p = .75, h = 1.25):
@@ -505,7 +519,7 @@ def test_tmn_without_task_index_is_one_task():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# RAPO (#9)
+# RAPO
 # ---------------------------------------------------------------------------------------------------------
 def test_rapo_hand_values_and_equal_group_mass():
     # [1,0,0,0]: p = .25, GRPO 1.5, -.5 x3, factor 1 / (2 sqrt(.1875)) = 1.154701
@@ -523,20 +537,20 @@ def test_rapo_hand_values_and_equal_group_mass():
     grpo_mass = torch.stack([grpo_adv[g == k].abs().sum() for k in range(1, 8)])
     assert torch.allclose(rapo_mass, rapo_mass[0].expand(7), rtol=1e-5)
     assert grpo_mass[0] < 0.7 * grpo_mass[3]
-    assert torch.allclose(run("rapo", make_input(rewards, groups), replace(CFG, rapo_power=0.0)), run("grpo", make_input(rewards, groups)))
+    assert torch.allclose(run("rapo(power=0)", make_input(rewards, groups)), run("grpo", make_input(rewards, groups)))
 
 
 # ---------------------------------------------------------------------------------------------------------
-# MaxRL (#50)
+# MaxRL
 # ---------------------------------------------------------------------------------------------------------
 def test_maxrl_hand_values():
-    cfg = replace(CFG, maxrl_baseline=False)
+    cfg = MaxrlParams(baseline=False)
     # n = 4, K = 1: the correct sample gets n/K = 4; K = 2: 2 each; all wrong: 0
     adv = run("maxrl", make_input([1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0.0], [0] * 4 + [1] * 4 + [2] * 4), cfg)[:, 0]
     assert torch.allclose(adv, torch.tensor([4.0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0]))
     # order 1 = REINFORCE on the 0/1 reward; order 2 with n = 4, K = 2: 1 + C(2,1)/C(3,1) = 5/3
-    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, maxrl_order=1))[:, 0], torch.tensor([1.0, 1, 0, 0]))
-    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, maxrl_order=2))[:, 0], torch.tensor([5 / 3, 5 / 3, 0, 0]))
+    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=1))[:, 0], torch.tensor([1.0, 1, 0, 0]))
+    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=2))[:, 0], torch.tensor([5 / 3, 5 / 3, 0, 0]))
     # baseline, n = 4, K = 1: correct 4 * (1 - 0/3) = 4; wrong: -(1/3) * S(F=2) = -(1/3) * 4/2 = -2/3
     base = run("maxrl", make_input([1, 0, 0, 0.0]))[:, 0]
     assert torch.allclose(base, torch.tensor([4.0, -2 / 3, -2 / 3, -2 / 3]), atol=1e-6)
@@ -545,7 +559,7 @@ def test_maxrl_hand_values():
     rng = random.Random(5)
     for _ in range(10):
         rewards, valid, groups, *_ = random_batch(rng, binary=True)
-        a = run("maxrl", make_input(rewards, groups, valid), replace(CFG, maxrl_order=1))
+        a = run("maxrl(order=1)", make_input(rewards, groups, valid))
         assert torch.allclose(a, run("rloo", make_input(rewards, groups, valid)), atol=1e-6)
 
 
@@ -566,7 +580,7 @@ def test_maxrl_is_unbiased_on_a_softmax_policy(order, baseline):
         assert torch.allclose(truth, (1 - (1 - p) ** n) * grad_p / p)  # the truncated grad log p
     y = torch.multinomial(pi, n * groups, replacement=True, generator=torch.Generator().manual_seed(11))
     inp = make_input(correct[y].float().tolist(), torch.arange(groups).repeat_interleave(n).tolist())
-    adv = run("maxrl", inp, replace(CFG, maxrl_order=order, maxrl_baseline=baseline))[:, 0].double()
+    adv = run("maxrl", inp, MaxrlParams(order=order, baseline=baseline))[:, 0].double()
     per_group = (adv[:, None] * (eye[y] - pi)).view(groups, n, 5).mean(1)  # (G, 5)
     est, se = per_group.mean(0), per_group.std(0) / math.sqrt(groups)
     assert ((est - truth).abs() <= 4.5 * se + 1e-9).all(), (est, truth, se)
@@ -607,9 +621,9 @@ def trainer_for(overrides):
 
 @pytest.mark.parametrize("name", NEW)
 def test_one_trainer_step_updates(seven_task, name):
-    trainer, policy = trainer_for(seven_task + [f"algorithm.advantage={name}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4",
-                                                "train.optim.lr=1e-2", "algorithm.exppo_threshold=0.5", "algorithm.success_adaptive_threshold=0.5",
-                                                "algorithm.maxrl_threshold=0.5"])
+    spec = f"{name}(threshold=0.5)" if name in ("exppo", "success_adaptive", "maxrl") else name
+    trainer, policy = trainer_for(seven_task + [f"algorithm.advantage={spec}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4",
+                                                "train.optim.lr=1e-2"])
     seen = {}
     estimator = trainer.advantage
 

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 import random
+import re
 
 import pytest
 import torch
+import yaml
 
 from ascent.algorithms import ADVANTAGES, AdvantageInput
-from ascent.algorithms.advantages import group_moments
+from ascent.algorithms.advantages import TacoParams, group_moments
+from ascent.algorithms.gae import GaeParams
+from ascent.config import load_config
+from ascent.config.loader import read_recipe
 from ascent.config.schema import AlgorithmConfig
 from ascent.registry import UnknownNameError
+from ascent.typed import ConfigError, fields_help
 
 CFG = AlgorithmConfig()
 NAMES = ("grpo", "dr_grpo", "rloo")
@@ -203,6 +211,85 @@ def test_unknown_name_lists_valid_names():
         assert name in msg
     assert isinstance(info.value, KeyError)
     assert set(NAMES) <= set(ADVANTAGES.names())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# (f) parameters: each estimator's technique knobs are its own frozen params dataclass, set in its spec
+# ---------------------------------------------------------------------------------------------------------
+WITH_PARAMS = {"taco", "exppo", "aem", "success_adaptive", "sa_mrpo", "tmn", "rapo", "maxrl", "tree", "progress", "serl", "explore_group", "gae"}
+
+
+def test_estimators_with_knobs_declare_params():
+    assert {e.name for e in ADVANTAGES.entries() if e.params is not None} == WITH_PARAMS
+
+
+@pytest.mark.parametrize("name", ADVANTAGES.names())
+def test_params_classes_are_frozen_documented_and_default_constructible(name):
+    cls = ADVANTAGES.entry(name).params
+    if cls is None:
+        assert ADVANTAGES.resolve(name).params is None
+        return
+    assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+    defaults = cls()
+    first = dataclasses.fields(cls)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(defaults, first, getattr(defaults, first))
+    for field, _, _, help_text in fields_help(cls):
+        assert help_text.strip(), f"{name}.{field} has no help docstring"
+        assert not re.search(r"#\d", help_text), f"{name}.{field}: cite the paper by authors, year and arXiv id, not a row number"
+    # the function's own default is the defaults instance, and the bare spec resolves to it
+    assert inspect.signature(ADVANTAGES.get(name)).parameters["params"].default == defaults
+    piece = ADVANTAGES.resolve(name)
+    assert piece.params == defaults and piece.spec == name
+
+
+def test_old_flat_knobs_fail_naming_the_new_spelling():
+    with pytest.raises(ConfigError, match=re.escape("algorithm.advantage=taco(alpha=0.5)")):
+        load_config("default", ["algorithm.taco_alpha=0.5"])
+    for old, new in [("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"), ("algorithm.value_lr=1e-5", "algorithm.advantage=gae(value_lr=1e-5)"),
+                     ("algorithm.maxrl_baseline=false", "algorithm.advantage=maxrl(baseline=false)"),
+                     ("algorithm.explore_group_step_coef=0.5", "algorithm.advantage=explore_group(step_coef=0.5)")]:
+        with pytest.raises(ConfigError, match=re.escape(new)):
+            load_config("default", [old])
+
+
+def test_spec_sets_params_string_and_mapping_forms():
+    cfg = load_config("default", ["algorithm.advantage.taco.alpha=0.5"])
+    assert cfg.algorithm.advantage == "taco(alpha=0.5)"
+    assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == TacoParams(alpha=0.5)
+    cfg = load_config("default", ["algorithm.advantage=gae(lam=0.9, value_lr=1e-5, whiten=false)"])
+    assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == GaeParams(lam=0.9, value_lr=1e-5, whiten=False)
+    assert load_config("default", ["algorithm.advantage=taco(alpha=0.01)"]).algorithm.advantage == "taco"  # defaults are left out
+
+
+def test_recipe_mapping_form(tmp_path):
+    raw = read_recipe("default")
+    raw["algorithm"]["advantage"] = {"gae": {"lam": 0.9, "value_clip": None}}
+    path = tmp_path / "gae.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    cfg = load_config(path)
+    assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == GaeParams(lam=0.9, value_clip=None)
+    assert load_config(path, ["algorithm.advantage.gae.gamma=0.99"]).algorithm.advantage == "gae(gamma=0.99, lam=0.9, value_clip=null)"
+
+
+@pytest.mark.parametrize("spec,what", [("gae(gamma=0)", "gamma must be in (0, 1]"), ("gae(gamma=1.5)", "gamma must be in (0, 1]"),
+                                       ("gae(lam=1.5)", "lam must be in [0, 1]"), ("gae(lam=-0.1)", "lam must be in [0, 1]"),
+                                       ("gae(value_lr=0)", "value_lr must be > 0"), ("gae(value_clip=-0.2)", "value_clip must be > 0"),
+                                       ("taco(alpha=-1)", "alpha must be > 0")])
+def test_out_of_range_params_fail_at_config_time(spec, what):
+    with pytest.raises(ConfigError, match=re.escape(what)):
+        ADVANTAGES.resolve(spec)
+    with pytest.raises(ConfigError, match=re.escape(f"algorithm.advantage {spec.split('(')[0]}: {what}")):
+        load_config("default", [f"algorithm.advantage={spec}"])
+
+
+def test_unknown_or_mistyped_param_is_a_config_error():
+    with pytest.raises(ConfigError, match="valid keys: alpha, floor, window"):
+        ADVANTAGES.resolve("taco(alpah=0.5)")
+    with pytest.raises(ConfigError, match="integer"):
+        ADVANTAGES.resolve("taco(window=2.5)")
+    with pytest.raises(ConfigError, match="takes no parameters"):
+        ADVANTAGES.resolve("grpo(alpha=1)")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Turn-level advantage estimators: tree (#78), progress (#79), serl (#55), explore_group (#94).
+"""Turn-level advantage estimators: tree (TreeOPSD), progress (SPA), serl (SERL), explore_group (EAPO).
 
 Batches are built from trajectories given as lists of turn texts: the prefix hash of turn t is a hash of
 the texts up to t, while the slow references compare the texts themselves (the definition, not the hash).
@@ -10,18 +10,21 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import zlib
-from dataclasses import replace
 
 import pytest
 import torch
 
 from ascent.algorithms import ADVANTAGES, AdvantageInput
-from ascent.algorithms.turn_advantages import progress_contributions, tree_values
+from ascent.algorithms.turn_advantages import ExploreGroupParams, ProgressParams, SerlParams, TreeParams, progress_contributions, tree_values
+from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
+from ascent.typed import ConfigError
 
 CFG = AlgorithmConfig()
-RAW = replace(CFG, tree_normalize=False, progress_normalize=False)
+RAW = TreeParams(normalize=False)
+"""Tree credit without the std division."""
 TURN = ("tree", "progress", "serl", "explore_group")
 TOK = 2
 """Sampled tokens per turn; each turn is followed by one observation token, and a row starts with one prompt token."""
@@ -54,8 +57,12 @@ def make_batch(trajs, rewards, groups=None, valid=None, kinds=None, feedback=Non
     return AdvantageInput(rewards=r, valid=v, group_index=g, mask=mask, extras=extras)
 
 
-def run(name, inp, cfg=CFG):
-    return ADVANTAGES.get(name)(inp, cfg)
+def run(spec, inp, params=None):
+    """The estimator of `spec` (`name` or `name(key=value, ...)`, resolved by the registry), or `name` with
+    `params` (a params instance) passed directly."""
+    if params is not None:
+        return ADVANTAGES.get(spec)(inp, CFG, params=params)
+    return ADVANTAGES.resolve(spec)(inp, CFG)
 
 
 def per_turn(adv: torch.Tensor, inp: AdvantageInput) -> list[list[float]]:
@@ -174,7 +181,7 @@ HAND_REWARDS = [1.0, 0.0, 1.0, 0.0]
 
 
 # ---------------------------------------------------------------------------------------------------------
-# tree (#78)
+# tree (TreeOPSD)
 # ---------------------------------------------------------------------------------------------------------
 def test_tree_hand_values():
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
@@ -195,7 +202,7 @@ def test_tree_hand_values():
 def test_tree_matches_slow_loop(seed, normalize):
     trajs, rewards, groups, valid, _, _ = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid)
-    got = per_turn(run("tree", inp, replace(CFG, tree_normalize=normalize)), inp)
+    got = per_turn(run("tree", inp, TreeParams(normalize=normalize)), inp)
     for g, w in zip(got, tree_ref(trajs, rewards, groups, valid, normalize)):
         assert g == pytest.approx(w, abs=1e-5)
 
@@ -213,8 +220,8 @@ def test_tree_values_are_means_of_backed_up_outcomes(seed):
 def test_tree_turn_shared_by_all_gets_zero():
     trajs = [["plan", "a", "x"], ["plan", "b"], ["plan", "a", "y"], ["plan", "c", "z"]]
     inp = make_batch(trajs, [1.0, 0.0, 0.5, 0.7])
-    for cfg in (CFG, RAW):
-        adv = per_turn(run("tree", inp, cfg), inp)
+    for spec in ("tree", "tree(normalize=false)"):
+        adv = per_turn(run(spec, inp), inp)
         assert [row[0] for row in adv] == [0.0] * 4  # exactly
         assert any(abs(row[1]) > 0 for row in adv)
 
@@ -233,11 +240,11 @@ def test_tree_telescopes_to_outcome_minus_group_mean_for_unique_histories():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# progress (#79)
+# progress (SPA)
 # ---------------------------------------------------------------------------------------------------------
 def test_progress_hand_values():
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
-    c = progress_contributions(inp, replace(CFG, progress_prior=1.0))
+    c = progress_contributions(inp, CFG, ProgressParams(prior=1.0))
     # A: p0 = (3 * 2/3 + 1/2) / 4 = 5/8; p1 = (2 * 1/2 + 5/8) / 3 = 13/24; p2 = 1.   D: p0 = (0 + 1/2) / 2 = 1/4; p1 = 0.
     assert c[0].tolist() == pytest.approx([1 / 8, -1 / 12, 11 / 24], abs=1e-12)
     assert c[3, :2].tolist() == pytest.approx([-1 / 4, -1 / 4], abs=1e-12)
@@ -249,7 +256,7 @@ def test_progress_hand_values():
 def test_progress_matches_slow_loop(seed, k):
     trajs, rewards, groups, valid, _, _ = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid)
-    got = per_turn(run("progress", inp, replace(RAW, progress_prior=k)), inp)
+    got = per_turn(run("progress", inp, ProgressParams(prior=k, normalize=False)), inp)
     ref = progress_ref(trajs, rewards, groups, valid, k)
     for i, (g, w) in enumerate(zip(got, ref)):
         flat = group_std(i, rewards, groups, valid) == 0
@@ -261,7 +268,7 @@ def test_progress_matches_slow_loop(seed, k):
 def test_progress_contributions_sum_to_outcome_minus_baseline(seed, k):
     trajs, rewards, groups, valid, _, _ = random_batch(seed, max_turns=6)
     inp = make_batch(trajs, rewards, groups, valid)
-    c = progress_contributions(inp, replace(CFG, progress_prior=k))  # (N, M) float64
+    c = progress_contributions(inp, CFG, ProgressParams(prior=k))  # (N, M) float64
     for i in range(len(trajs)):
         if not valid[i]:
             assert torch.all(c[i] == 0)
@@ -269,7 +276,7 @@ def test_progress_contributions_sum_to_outcome_minus_baseline(seed, k):
         baseline = node(i, -1, trajs, rewards, groups, valid)[0]
         assert float(c[i].sum()) == pytest.approx(rewards[i] - baseline, abs=1e-12)
     # and the token-level advantages (float32, unnormalised) carry the same sums
-    adv = per_turn(run("progress", inp, replace(RAW, progress_prior=k)), inp)
+    adv = per_turn(run("progress", inp, ProgressParams(prior=k, normalize=False)), inp)
     for i, row in enumerate(adv):
         flat = group_std(i, rewards, groups, valid) == 0
         want = 0.0 if flat or not valid[i] else rewards[i] - node(i, -1, trajs, rewards, groups, valid)[0]
@@ -278,25 +285,25 @@ def test_progress_contributions_sum_to_outcome_minus_baseline(seed, k):
 
 def test_progress_prior_zero_is_tree_when_histories_are_unique():
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
-    assert torch.allclose(run("progress", inp, replace(CFG, progress_prior=0.0)), run("tree", inp), atol=1e-6)
+    assert torch.allclose(run("progress(prior=0)", inp), run("tree", inp), atol=1e-6)
 
 
 def test_progress_prior_spreads_credit_past_the_branch():
     trajs = [["a", "b", "c", "d"], ["x", "y", "z", "w"]]  # branch at turn 0, unique afterwards
     inp = make_batch(trajs, [1.0, 0.0])
-    sharp = per_turn(run("progress", inp, replace(RAW, progress_prior=0.0)), inp)[0]
-    spread = per_turn(run("progress", inp, replace(RAW, progress_prior=1.0)), inp)[0]
+    sharp = per_turn(run("progress(prior=0, normalize=false)", inp), inp)[0]
+    spread = per_turn(run("progress", inp, ProgressParams(prior=1.0, normalize=False)), inp)[0]
     assert sharp == pytest.approx([0.5, 0.0, 0.0, 0.0])
     assert spread == pytest.approx([0.25, 0.125, 0.0625, 0.0625])  # halves toward the outcome, the last turn closes the gap
     assert sum(spread) == pytest.approx(0.5)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# serl (#55)
+# serl (SERL)
 # ---------------------------------------------------------------------------------------------------------
 def test_serl_hand_values():
     inp = make_batch([["a", "b"], ["c", "d"]], [1.0, 0.0], feedback=[[0.0, 1.0], [0.0, 1.0]])
-    adv = per_turn(run("serl", inp, replace(CFG, serl_strength=1.0, serl_temperature=1.0)), inp)
+    adv = per_turn(run("serl(strength=1, temperature=1)", inp), inp)
     a = 0.5 / (math.sqrt(0.5) + CFG.std_eps)  # GRPO of (1, 0)
     e = math.e
     assert adv[0] == pytest.approx([a * 2 / (1 + e), a * 2 * e / (1 + e)], abs=1e-6)  # success: credit to the well-rated turn
@@ -308,7 +315,7 @@ def test_serl_hand_values():
 def test_serl_matches_slow_loop(seed, lam, tau):
     trajs, rewards, groups, valid, _, fb = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid, feedback=fb)
-    got = per_turn(run("serl", inp, replace(CFG, serl_strength=lam, serl_temperature=tau)), inp)
+    got = per_turn(run("serl", inp, SerlParams(strength=lam, temperature=tau)), inp)
     for g, w in zip(got, serl_ref(fb, rewards, groups, valid, lam, tau)):
         assert g == pytest.approx(w, abs=1e-5)
 
@@ -318,13 +325,13 @@ def test_serl_equal_feedback_is_the_outcome_estimator(fill):
     trajs, rewards, groups, valid, _, _ = random_batch(7)
     inp = make_batch(trajs, rewards, groups, valid, feedback=[[fill] * len(t) for t in trajs])
     for lam in (0.5, 1.0):
-        assert torch.equal(run("serl", inp, replace(CFG, serl_strength=lam)), run("grpo", inp))
+        assert torch.equal(run("serl", inp, SerlParams(strength=lam)), run("grpo", inp))
 
 
 def test_serl_keeps_sign_and_trajectory_credit():
     trajs, rewards, groups, valid, _, fb = random_batch(3)
     inp = make_batch(trajs, rewards, groups, valid, feedback=fb)
-    adv = per_turn(run("serl", inp, replace(CFG, serl_strength=1.0, serl_temperature=0.5)), inp)
+    adv = per_turn(run("serl", inp, SerlParams(strength=1.0, temperature=0.5)), inp)
     base = per_turn(run("grpo", inp), inp)
     for a, b in zip(adv, base):
         assert sum(a) == pytest.approx(sum(b), abs=1e-5)  # mean weight 1
@@ -332,14 +339,14 @@ def test_serl_keeps_sign_and_trajectory_credit():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# explore_group (#94)
+# explore_group (Exploration-Aware EAPO)
 # ---------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("coef", [0.0, 0.5])
 @pytest.mark.parametrize("seed", range(4))
 def test_explore_group_matches_slow_loop(seed, coef):
     trajs, rewards, groups, valid, kinds, fb = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb)
-    got = per_turn(run("explore_group", inp, replace(CFG, explore_group_step_coef=coef)), inp)
+    got = per_turn(run("explore_group", inp, ExploreGroupParams(step_coef=coef)), inp)
     for g, w in zip(got, explore_ref(kinds, fb, rewards, groups, valid, coef)):
         assert g == pytest.approx(w, abs=1e-5)
 
@@ -355,7 +362,7 @@ def test_explore_group_hand_values():
 def test_explore_group_normalises_the_kinds_separately():
     trajs, rewards, groups, valid, kinds, fb = random_batch(11, per_group=8)
     fb = [[0.0 if math.isnan(x) else x for x in row] for row in fb]
-    cfg = replace(CFG, explore_group_step_coef=1.0)
+    cfg = ExploreGroupParams(step_coef=1.0)
     inp = make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb)
     adv = per_turn(run("explore_group", inp, cfg), inp)
     # each (group, kind) pool: mean 0 and unbiased std ~1 (or all 0 when flat)
@@ -429,7 +436,7 @@ def test_explore_group_needs_turn_rewards_only_with_a_step_coefficient():
     del inp.extras["turn_rewards"]
     run("explore_group", inp)
     with pytest.raises(ValueError, match="turn_rewards"):
-        run("explore_group", inp, replace(CFG, explore_group_step_coef=1.0))
+        run("explore_group(step_coef=1)", inp)
 
 
 @pytest.mark.parametrize("name", TURN)
@@ -450,13 +457,13 @@ def test_tree_rejects_gaps_and_bad_knobs():
     inp.extras["turn_prefix"][0, 1] = -1
     with pytest.raises(ValueError, match="turn t without turn t-1"):
         run("tree", inp)
+    for spec, what in [("progress(prior=-1)", "prior must be >= 0"), ("serl(strength=1.5)", "strength must be in"),
+                       ("serl(strength=-0.1)", "strength must be in"), ("serl(temperature=0)", "temperature must be > 0")]:
+        with pytest.raises(ConfigError, match=what):
+            ADVANTAGES.resolve(spec)
+        with pytest.raises(ConfigError, match=rf"algorithm.advantage {spec.split('(')[0]}: {what}"):
+            load_config("default", [f"algorithm.advantage={spec}"])
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
-    with pytest.raises(ValueError, match="progress_prior"):
-        run("progress", inp, replace(CFG, progress_prior=-1.0))
-    with pytest.raises(ValueError, match="serl_strength"):
-        run("serl", inp, replace(CFG, serl_strength=1.5))
-    with pytest.raises(ValueError, match="serl_temperature"):
-        run("serl", inp, replace(CFG, serl_temperature=0.0))
     inp.extras["turn_kind"][0, 0] = 2
     with pytest.raises(ValueError, match="turn_kind"):
         run("explore_group", inp)
@@ -466,7 +473,8 @@ def test_tree_rejects_gaps_and_bad_knobs():
 def test_registered_with_requirements(name):
     fn = ADVANTAGES.get(name)
     assert "turn_index" in fn.requires
-    assert "#" in fn.__doc__ and fn.__doc__.strip()
+    assert fn.__doc__.strip() and not re.search(r"#\d", fn.__doc__)  # papers cited by name (docs/references.md), not by number
+    assert ADVANTAGES.entry(name).params is not None
 
 
 @pytest.mark.parametrize("name", TURN)
