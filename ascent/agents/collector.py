@@ -97,9 +97,10 @@ def history_ends(traj: Trajectory) -> list[Optional[int]]:
 
 @torch.no_grad()
 def answer_probs(model: Any, trajs: list[Trajectory], answers: list[Any], template: str, tokenizer: Any, micro_batch: int = 32) -> list[list[Optional[float]]]:
-    """IGPO's probe (#102): for each trajectory and each history end h (`history_ends`), the policy's
-    probability of the gold answer, exp(mean log p(answer tokens | ids[:h] + template prefix)), as the
-    geometric mean per token so answers of different lengths compare. None where there is no history end."""
+    """IGPO's probe (Wang et al., 2025, arXiv:2510.14967): for each trajectory and each history end h
+    (`history_ends`), the policy's probability of the gold answer, exp(mean log p(answer tokens | ids[:h] +
+    template prefix)), as the geometric mean per token so answers of different lengths compare. None where
+    there is no history end."""
     pre, _, post = template.partition("{answer}")
     enc = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
     probes: list[tuple[int, int, list[int], int, int]] = []  # (trajectory, history point, ids, answer start, answer end)

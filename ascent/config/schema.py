@@ -364,9 +364,10 @@ class AgentRunConfig:
     max_total_tokens: int = 1024
     """Tokens per trajectory: prompt, turns, template pieces and observations (keep <= the model's positions)."""
     turn_rewards: Literal["env", "igpo"] = "env"
-    """What extras['turn_rewards'] holds: the environment's step rewards, or IGPO information gains (#102:
-    the increase of the policy's probability of the gold answer after each turn; the final turn keeps its
-    step reward). igpo costs one extra forward per turn and fills fields['agent_answer_probs']."""
+    """What extras['turn_rewards'] holds: the environment's step rewards, or IGPO information gains (Wang et
+    al., 2025, arXiv:2510.14967: the increase of the policy's probability of the gold answer after each turn;
+    the final turn keeps its step reward). igpo costs one extra forward per turn and fills
+    fields['agent_answer_probs']."""
     igpo_template: str = "<answer>{answer}</answer>"
     """IGPO: the text after the history whose {answer} tokens are scored."""
     stop_strings: list[str] = field(default_factory=lambda: ["</tool_call>", "</answer>"])

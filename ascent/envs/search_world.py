@@ -5,7 +5,7 @@ People, companies, cities and countries get names built from syllables (seeded) 
 capital) plus attributes (occupation, birth year, industry, founding year, population). Each entity is
 rendered as one short document that states its own facts. The facts are fictional: a model cannot know
 them, so an answer that no retrieved document supports is measurable (the evidence fabrication of SOAR,
-catalogue #1).
+SOurce-Aware Reinforcement learning; see docs/references.md).
 
 A question follows a path of 1-3 hops from a named entity, e.g. "What is the birthplace of the founder of
 Silthar Labs?"; its gold evidence is the document of every entity along the path (each states the next

@@ -1,6 +1,6 @@
-"""Rewards for agents: outcome exact match / F1, TRACE tool cost (#2), source consistency (#1), citation
-rubric (#14), evidence recall (#39), IGPO information gain (#102), meta-reasoning tags (#51) and the
-geometric discount by rounds (#64).
+"""Rewards for agents: outcome exact match / F1, TRACE tool cost (HyperEyes), source consistency (SOAR),
+citation rubric (CaRR), evidence recall (DAVID-GRPO), IGPO information gain, meta-reasoning tags (RLVMR) and
+the geometric discount by rounds (IterResearch); the papers are in docs/references.md.
 
 They have the registry signature `fn(prompts, completions, **fields) -> list[float | None]`. Agent
 batches (`ascent.agents.collector.pack_episodes`) give every reward, per episode, the row's fields
@@ -89,7 +89,8 @@ def answer_f1(prompts: list[str], completions: list[str], answer: Optional[list[
 
 @REWARDS.register("trace")
 class Trace:
-    """TRACE tool-cost reward (HyperEyes, catalogue #2): a correct episode with c tool calls scores
+    """TRACE tool-cost reward (HyperEyes, Li et al., 2026, arXiv:2605.07177): a correct episode with c tool
+    calls scores
 
         r = min(1, (ref + 1) / (c + 1)),   0 when wrong (correctness from `matcher`, default answer_em),
 
@@ -149,7 +150,8 @@ def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optiona
 
 @REWARDS.register("source_consistency")
 def source_consistency(prompts: list[str], completions: list[str], agent_info=None, agent_turn_texts=None, missing: float = 0.0, **_: Any) -> Values:
-    """SOAR source-consistent reward (catalogue #1): the agent tags its answer's source, `<source>external</source>`
+    """SOAR source-consistent reward (SOurce-Aware Reinforcement learning; arXiv preprint, authors and id not
+    found: docs/references.md): the agent tags its answer's source, `<source>external</source>`
     (retrieved evidence) or `<source>internal</source>` (its own knowledge). r = 1 when the tag agrees with the
     evidence: external and the answer appears in a retrieved document (the environment's `supported`), or
     internal and it does not; else 0. No answer: 0; no tag: `missing`; no `supported` in the info: None.
@@ -187,11 +189,11 @@ def citations(turn_texts: Optional[list[str]], completion: str) -> set[str]:
 
 @REWARDS.register("citation_rubric")
 def citation_rubric(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, evidence=None, evidence_titles=None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
-    """CaRR citation rubric (catalogue #14): the question is decomposed into single-hop rubric items:
-    for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was retrieved or opened
-    (a citation of an unseen document does not count); for every hidden bridge entity (hops 2..k, named
-    in `evidence_titles`) the agent names it in its turns; and the chain item: all of these hold and the
-    final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO mixes it
+    """CaRR citation rubric (Zhang et al., 2026, arXiv:2601.06021): the question is decomposed into
+    single-hop rubric items: for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was
+    retrieved or opened (a citation of an unseen document does not count); for every hidden bridge entity
+    (hops 2..k, named in `evidence_titles`) the agent names it in its turns; and the chain item: all of these
+    hold and the final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO mixes it
     with the outcome (the CaRR scripts suggest weight 0.3: `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
     n = len(completions)
     out: Values = []
@@ -212,16 +214,17 @@ def citation_rubric(prompts: list[str], completions: list[str], answer: Optional
 
 @REWARDS.register("evidence_recall")
 def evidence_recall(prompts: list[str], completions: list[str], evidence=None, agent_info=None, **_: Any) -> Values:
-    """DAVID-GRPO retrieval credit (catalogue #39): the share of the gold evidence documents (`evidence`)
-    the agent retrieved (shown by search) or opened. No evidence: None."""
+    """DAVID-GRPO retrieval credit (Han et al., 2026, arXiv:2601.21699): the share of the gold evidence
+    documents (`evidence`) the agent retrieved (shown by search) or opened. No evidence: None."""
     n = len(completions)
     return [None if not ev else sum(d in _seen(info) for d in ev) / len(ev) for ev, info in zip(_col(evidence, n), _col(agent_info, n))]
 
 
 def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -> list[float]:
-    """IGPO turn rewards (#102) of one episode: turn t's information gain p_{t+1} - p_t, with p_t the
-    policy's probability of the gold answer before turn t (`answer_probs`: after the prompt, then after
-    each observation); a turn no observation followed (the final answer) keeps its step reward (the outcome).
+    """IGPO turn rewards (Wang et al., 2025, arXiv:2510.14967) of one episode: turn t's information gain
+    p_{t+1} - p_t, with p_t the policy's probability of the gold answer before turn t (`answer_probs`: after
+    the prompt, then after each observation); a turn no observation followed (the final answer) keeps its
+    step reward (the outcome).
 
     >>> igpo_turn_rewards([0.1, 0.4, 0.3, None], [0.0, 0.0, 1.0])
     [0.30000000000000004, -0.10000000000000003, 1.0]
@@ -231,7 +234,7 @@ def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -
 
 @REWARDS.register("igpo")
 def igpo(prompts: list[str], completions: list[str], agent_answer_probs=None, **_: Any) -> Values:
-    """IGPO's total information gain (catalogue #102) as a sequence reward: sum over turns of
+    """IGPO's total information gain (Wang et al., 2025, arXiv:2510.14967) as a sequence reward: sum over turns of
     p_{t+1} - p_t (`igpo_turn_rewards` without the outcome), i.e. how much the episode's observations
     raised the policy's probability of the gold answer. Turn-level use: `agent.turn_rewards=igpo` puts
     the per-turn gains in extras['turn_rewards']; this reward needs that too (it fills agent_answer_probs)."""
@@ -255,10 +258,11 @@ def _failed(info: Optional[dict[str, Any]]) -> bool:
 
 
 def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
-    """RLVMR's rule-based scores (#51) of an episode's tagged turns, in order: `<plan>` in the first turn
-    scores 1 when the episode succeeds (0 otherwise or later); `<explore>` scores 1 when the turn makes a
-    tool call never made before in the episode, -1 when all its calls repeat earlier ones (0 without calls);
-    `<reflect>` scores 1 right after a failed step (tool error or no action), else 0.
+    """RLVMR's rule-based scores (Zhang et al., 2025, arXiv:2507.22844) of an episode's tagged turns, in
+    order: `<plan>` in the first turn scores 1 when the episode succeeds (0 otherwise or later); `<explore>`
+    scores 1 when the turn makes a tool call never made before in the episode, -1 when all its calls repeat
+    earlier ones (0 without calls); `<reflect>` scores 1 right after a failed step (tool error or no
+    action), else 0.
 
     >>> tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
     ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>", "<reflect/><answer>a</answer>"],
@@ -280,9 +284,10 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
 
 @REWARDS.register("meta_tags")
 def meta_tags(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, agent_turn_infos=None, **_: Any) -> Values:
-    """RLVMR meta-reasoning reward (catalogue #51): the mean of `tag_scores` over the episode's tagged turns
-    (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without tags. Success = answer_em. Mix it with the
-    outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`). No turn texts (single-turn rows): None."""
+    """RLVMR meta-reasoning reward (Zhang et al., 2025, arXiv:2507.22844): the mean of `tag_scores` over the
+    episode's tagged turns (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without tags. Success =
+    answer_em. Mix it with the outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`). No turn texts
+    (single-turn rows): None."""
     n = len(completions)
     success = answer_em(prompts, completions, answer, agent_info, agent_turn_texts)
     out: Values = []
@@ -297,7 +302,8 @@ def meta_tags(prompts: list[str], completions: list[str], answer: Optional[list[
 
 @REWARDS.register("round_discount")
 def round_discount(prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any) -> Values:
-    """Efficiency-aware discount by rounds (IterResearch / EAPO, catalogue #64; form gamma^T r inferred):
+    """Efficiency-aware discount by rounds (IterResearch / EAPO, Chen et al., 2025, arXiv:2511.07327; form
+    gamma^T r inferred):
     r = gamma ** rounds * base, base = the reward `reward` (default answer_em), rounds = the episode's
     interaction rounds (model turns that an observation followed: turns - 1 for a finished episode, all of
     them for a cut one; 0 for single-turn rows)."""

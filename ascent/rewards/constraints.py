@@ -1,4 +1,5 @@
-"""Multi-constraint instruction following with rule-checkable constraints (#33).
+"""Multi-constraint instruction following with rule-checkable constraints (after the self-supervised RL of
+Ren et al., 2025, arXiv:2510.14420, "Instructions are all you need").
 
 A row carries a `constraints` field: a list of dicts such as `{"type": "max_words", "value": 20}` (a JSON string
 of that list is accepted too). Each dict is one atomic constraint, checked by the checker registered for its
@@ -164,7 +165,8 @@ def constraints_reward(
     aggregate: str = "mean",
     **_: Any,
 ) -> list[Optional[float]]:
-    """Share of the row's rule-checkable `constraints` that the completion satisfies (#33).
+    """Share of the row's rule-checkable `constraints` that the completion satisfies (Ren et al., 2025,
+    arXiv:2510.14420).
 
     aggregate: "mean" (default: share satisfied, a dense signal) or "all" (1 only if every constraint holds).
     A row without constraints (missing or empty list): None. An unknown constraint type raises ValueError

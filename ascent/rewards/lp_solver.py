@@ -1,5 +1,6 @@
-"""Solver-informed reward for optimisation modelling (#17, SIRL): the completion states a linear program, an
-LP solver (scipy's HiGHS) checks it, and the reward adds up syntax, feasibility and objective quality.
+"""Solver-informed reward for optimisation modelling (SIRL, Chen et al., 2025, arXiv:2505.11792): the
+completion states a linear program, an LP solver (scipy's HiGHS) checks it, and the reward adds up syntax,
+feasibility and objective quality.
 
 The text format (case-insensitive keywords, one statement per line):
 
@@ -251,7 +252,8 @@ def lp_solver(
     max_constraints: int = 500,
     **_: Any,
 ) -> list[Optional[float]]:
-    """Solver-verified LP modelling reward (#17, SIRL): syntax + feasibility + objective quality.
+    """Solver-verified LP modelling reward (SIRL, Chen et al., 2025, arXiv:2505.11792): syntax + feasibility +
+    objective quality.
 
     r = parse_weight [the completion parses as an LP, module docstring] + feasible_weight [HiGHS solves it to
     optimality: feasible and bounded] + objective_weight [|optimum - answer| <= atol + rtol |answer|], with the

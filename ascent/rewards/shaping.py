@@ -1,5 +1,6 @@
-"""Shaped rewards from the catalogue: confidence (#105), Brier (#111), CCC (#82), DARL (#118), correctness-gated
-diversity (#42), FIRM base-and-bonus (#70), a regex format reward and DAPO's soft overlong penalty.
+"""Shaped rewards from recent papers (docs/references.md): confidence (ConfClip), Brier (after CalibSFT), CCC,
+DARL, correctness-gated diversity (SDRL), FIRM base-and-bonus, a regex format reward and DAPO's soft overlong
+penalty.
 
 Every reward has the registry signature `fn(prompts, completions, **fields) -> list[float | None]` and takes its
 knobs as keyword arguments, so a config can say `overlong(max_len=64, cache_len=16)`. Rewards that need a
@@ -211,7 +212,8 @@ def confidence(
     source: str = "auto",
     **fields: Any,
 ) -> Values:
-    """Correctness plus a confidence bonus if correct, minus a confidence penalty if wrong (#105).
+    """Correctness plus a confidence bonus if correct, minus a confidence penalty if wrong (ConfClip,
+    Zhang et al., 2025, arXiv:2509.17730).
 
     r = y + weight * c if correct (y = 1), r = -weight * c if wrong (y = 0); in general r = y + weight * (2y - 1) * c,
     with y the matcher's correctness in [0, 1] (judged with the confidence statement removed) and c the stated
@@ -234,7 +236,8 @@ def brier(
     missing_penalty: float = 1.0,
     **fields: Any,
 ) -> Values:
-    """Correctness minus the Brier score of the stated confidence (#111, confidence-aware RL after CalibSFT).
+    """Correctness minus the Brier score of the stated confidence (confidence-aware RL after CalibSFT; arXiv
+    preprint, id not found: docs/references.md).
 
     r = y - (c - y)^2, y = correctness in [0, 1] from `matcher`, c = confidence as in `confidence`
     (source="auto": stated, else exp(completion_logprob)). A proper scoring rule: for a question answered
@@ -275,7 +278,8 @@ def ccc(
     group: Optional[list[Any]] = None,
     **_: Any,
 ) -> Values:
-    """Batch-level Concordance Correlation Coefficient reward for numeric regression (#82).
+    """Batch-level Concordance Correlation Coefficient reward for numeric regression ("Injecting Distributional
+    Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression", 2026, arXiv:2605.01402).
 
     The prediction is the last number of each completion, the target the row's numeric `answer`; CCC measures
     agreement in correlation, scale and mean over the batch. Per-sample attribution (`attribution`):
@@ -336,7 +340,8 @@ def darl(
     min_base: float = 0.0,
     **fields: Any,
 ) -> Values:
-    """Reference-alignment score plus a bonus for deviating within a band [lo, hi] (#118, DARL).
+    """Reference-alignment score plus a bonus for deviating within a band [lo, hi] (DARL, Huang et al., 2026,
+    arXiv:2601.14700).
 
     Diversity-aware reward for verifier-free RL.
 
@@ -376,7 +381,8 @@ def gated_diversity(
     unit: str = "word",
     **fields: Any,
 ) -> Values:
-    """Correctness-gated diversity: correct samples earn a bonus for differing from the group's other correct ones (#42, SDRL).
+    """Correctness-gated diversity: correct samples earn a bonus for differing from the group's other correct
+    ones (SDRL, Strategy-Diverse Reinforcement Learning; arXiv preprint, id not found: docs/references.md).
 
     Wrong (matcher < 0.5): r = 0. Correct: r = 1 + bonus * (w * A + (1 - w) * W), w = across_weight, where, among
     the other correct samples of the group: A = share using a different strategy (across strategies) and
@@ -418,7 +424,8 @@ def base_and_bonus(
     alpha: float = 0.5,
     **fields: Any,
 ) -> Values:
-    """FIRM's "Base-and-Bonus" combination (#70): a base reward modulated by a bonus signal.
+    """FIRM's "Base-and-Bonus" combination (Zhao et al., 2026, arXiv:2603.12247): a base reward modulated by
+    a bonus signal.
 
     r = base * (alpha + (1 - alpha) * clip(bonus, 0, 1)); `base` and `bonus` name other rewards (registered
     names or specs, e.g. base="last_number", bonus="format(pattern='\\\\d+')"), called on the same samples. A zero

@@ -1,5 +1,5 @@
-"""Length-aware scheduling of rollout requests (in the spirit of Seer, catalogue #30: "divided rollout,
-balancing by predicted length").
+"""Length-aware scheduling of rollout requests (in the spirit of Seer, Qin et al., 2025, arXiv:2511.14617:
+"divided rollout, balancing by predicted length").
 
 A rollout of P prompts x n samples is split into N = P*n requests, one per (group, sample). When the engine
 decodes at most `max_active_sequences` of them at once, the waiting requests form a queue, and the order in

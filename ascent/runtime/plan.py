@@ -1,4 +1,5 @@
-"""`ascent plan`: how many rollout workers keep the learner busy (ECHO-2's overlap-based capacity model, #109).
+"""`ascent plan`: how many rollout workers keep the learner busy (ECHO-2's overlap-based capacity model,
+Xiao et al., 2026, arXiv:2602.02192).
 
 The model is the schedule `AsyncTrainer` runs. Per step the learner takes T_learn seconds; one worker takes
 C = T_sync + T_worker seconds to load a new version's weights, then sample and score one step's batch.
@@ -150,7 +151,7 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
     lines = [
         f"measured: {m.samples_per_step} samples per step; one worker: {m.worker_batch_s:.3f} s per batch ({m.samples_per_step / m.worker_batch_s:.1f} samples/s) "
         f"+ {m.sync_s:.3f} s weight sync; learner: {m.learner_step_s:.3f} s per step",
-        "model (ECHO-2, #109): step = max(T_learn, (T_sync + T_worker) / workers, (T_sync + T_worker + T_learn) / (K + 1))",
+        "model (ECHO-2, Xiao et al. 2026): step = max(T_learn, (T_sync + T_worker) / workers, (T_sync + T_worker + T_learn) / (K + 1))",
         f"-> {need} rollout workers at ray.max_staleness={staleness_needed(m, need)} keep the learner busy "
         f"({m.samples_per_step / m.learner_step_s:.1f} samples/s, {(m.sync_s + m.worker_batch_s + m.learner_step_s) / m.learner_step_s:.2f}x the synchronous loop)",
         "",

@@ -70,7 +70,7 @@ def test_levenshtein_matches_dynamic_programming():
     assert distance("", "") == 0.0 and distance("a b", "") == 1.0
 
 
-# ------------------------------------------------------------------------------------------- confidence (#105)
+# --------------------------------------------------------------------------------------- confidence (ConfClip)
 
 
 def test_confidence_hand_values():
@@ -92,7 +92,7 @@ def test_confidence_orders_correct_over_wrong_and_by_confidence():
     assert right == sorted(right) and wrong == sorted(wrong, reverse=True)  # confident-correct up, confident-wrong down
 
 
-# ------------------------------------------------------------------------------------------- brier (#111)
+# --------------------------------------------------------------------------------------- brier (CalibSFT)
 
 
 def test_brier_hand_values():
@@ -113,7 +113,7 @@ def test_brier_is_a_proper_scoring_rule():
         assert grid[max(range(len(grid)), key=expected.__getitem__)] == pytest.approx(p, abs=0.025)
 
 
-# ------------------------------------------------------------------------------------------- ccc (#82)
+# ------------------------------------------------------------------------------------------- ccc (CCC)
 
 
 def _slow_ccc(x, y) -> float:
@@ -160,7 +160,7 @@ def test_ccc_slot_attribution():
         ccc(_p(1), ["1"], answer=["1"], attribution="slot")
 
 
-# ------------------------------------------------------------------------------------------- darl (#118)
+# ------------------------------------------------------------------------------------------- darl (DARL)
 
 
 REF = "the cat sat on the mat"
@@ -185,7 +185,7 @@ def test_darl_reference_band_and_singletons():
     assert darl(_p(2), ["4", "so 4"], answer=["4", "4"], group=[0, 0], base="last_number", lo=0.4, hi=0.6) == [1.2, 1.2]
 
 
-# ------------------------------------------------------------------------------------------- gated_diversity (#42)
+# ------------------------------------------------------------------------------------------ gated_diversity (SDRL)
 
 
 def test_gated_diversity_hand_values():
@@ -215,7 +215,7 @@ def test_gated_diversity_wrong_never_gets_bonus_and_diverse_beats_identical():
     assert min(diverse) > max(same)
 
 
-# ------------------------------------------------------------------------------------------- base_and_bonus (#70)
+# ------------------------------------------------------------------------------------------ base_and_bonus (FIRM)
 
 
 def test_base_and_bonus_hand_values_and_zero_base():
@@ -252,7 +252,7 @@ def test_overlong_regions_and_continuity():
         overlong(_p(1), [""], completion_tokens=[1], max_len=4, cache_len=8)
 
 
-# ------------------------------------------------------------------------------------------- constraints (#33)
+# ------------------------------------------------------------------------------- constraints (Ren et al. 2025)
 
 
 def test_constraints_share_satisfied():
@@ -285,7 +285,7 @@ def test_constraints_unknown_type_is_a_clear_error():
     assert "max_words" in CONSTRAINTS.names()
 
 
-# ------------------------------------------------------------------------------------------- lp_solver (#17)
+# ------------------------------------------------------------------------------------------ lp_solver (SIRL)
 
 
 LP_OK = "I model it as:\nmaximize 3x + 2y\nsubject to\n  x + y <= 4\n  x + 3y <= 6\n"  # x=4, y=0: 12
