@@ -25,6 +25,10 @@ def type_name(tp: Any) -> str:
     """A readable name of an annotation (`one of 'a', 'b'` for a Literal)."""
     if get_origin(tp) is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if get_origin(tp) is Union:
+        return " | ".join("null" if a is type(None) else type_name(a) for a in get_args(tp))
+    if get_origin(tp) is list:
+        return f"list[{type_name(get_args(tp)[0])}]"
     return getattr(tp, "__name__", str(tp)).replace("typing.", "")
 
 
