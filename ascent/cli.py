@@ -2,7 +2,7 @@
 
     ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
     ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
-    ascent list [advantages|losses|rewards|recipes|tasks|backends]
+    ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
     ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
     ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
@@ -74,14 +74,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ascent.algorithms import ADVANTAGES, LOSSES
+    from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.config.loader import read_recipe, recipe_names
     from ascent.data.tasks import TASKS
     from ascent.rewards import REWARDS
     from ascent.rollout.backends import ENGINES
 
-    registries = {"advantages": ADVANTAGES, "losses": LOSSES, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
-    kinds = [args.kind] if args.kind else ["advantages", "losses", "rewards", "recipes", "tasks", "backends"]
+    registries = {"advantages": ADVANTAGES, "losses": LOSSES, "filters": FILTERS, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
+    kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
         print(f"{kind}:")
         if kind == "recipes":
@@ -90,7 +90,26 @@ def cmd_list(args: argparse.Namespace) -> int:
             continue
         for entry in registries[kind].entries():
             print(f"  {entry.name:<22} {entry.description}")
+            if args.params:
+                for line in params_lines(registries[kind].params_help(entry.name)):
+                    print(f"      {line}")
     return 0
+
+
+def params_lines(params: list[tuple[str, str, object, str]]) -> list[str]:
+    """One line per parameter of a piece: name, type, default and help (from `Registry.params_help`).
+
+    >>> params_lines([("alpha", "float", 0.01, "Tail-risk strictness."), ("window", "int", 16, "")])
+    ['alpha      float  = 0.01  Tail-risk strictness.', 'window     int    = 16']
+    """
+    name_w = max((len(p[0]) for p in params), default=0)
+    type_w = max((len(p[1]) for p in params), default=0)
+    default_w = max((len(repr(p[2])) for p in params), default=0)
+    return [f"{name:<{max(name_w, 10)}} {kind:<{max(type_w, 6)}} = {default!r:<{default_w}}  {text}".rstrip()
+            for name, kind, default, text in params]
+
+
+LIST_KINDS = ["advantages", "losses", "filters", "rewards", "recipes", "tasks", "backends"]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -130,7 +149,8 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(fn=cmd_plan)
     ls = sub.add_parser("list", help="registered components and recipes")
-    ls.add_argument("kind", nargs="?", choices=["advantages", "losses", "rewards", "recipes", "tasks", "backends"])
+    ls.add_argument("kind", nargs="?", choices=LIST_KINDS)
+    ls.add_argument("--params", action="store_true", help="also print each piece's parameters: type, default and help")
     ls.set_defaults(fn=cmd_list)
     return p
 

@@ -69,3 +69,31 @@ def test_list_prints_every_registry(capsys):
     out = capsys.readouterr().out
     for name in ("grpo", "dr_grpo", "rloo", "ppo_clip", "pg", "exact_answer", "math_verify", "default", "addition", "hf"):
         assert f"  {name} " in out
+    assert "filters:" in out and "  dapo " in out and "  none " in out
+    assert "max_refill_rounds" not in out  # parameters only with --params
+
+
+def params_of(out: str, piece: str) -> dict[str, str]:
+    """The parameter lines printed under `piece` by `ascent list KIND --params`: name -> line."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {piece} "))
+    found = {}
+    for line in lines[start + 1:]:
+        if not line.startswith("      "):
+            break
+        found[line.split()[0]] = line
+    return found
+
+
+def test_list_params_prints_type_default_and_help(capsys):
+    assert main(["list", "advantages", "--params"]) == 0
+    taco = params_of(capsys.readouterr().out, "taco")
+    assert set(taco) == {"alpha", "floor", "window"}
+    assert taco["alpha"].split()[1:4] == ["float", "=", "0.01"] and "Tail-risk" in taco["alpha"]
+    assert taco["window"].split()[1:4] == ["int", "=", "16"]
+    assert main(["list", "filters", "--params"]) == 0
+    out = capsys.readouterr().out
+    assert params_of(out, "dapo")["max_refill_rounds"].split()[1:4] == ["int", "=", "3"]
+    assert params_of(out, "none") == {}  # a piece without parameters prints none
+    for kind in ("losses", "rewards", "tasks"):
+        assert main(["list", kind, "--params"]) == 0
