@@ -38,8 +38,9 @@ OWN_NODES = {"ascent.config.schema"}  # modules that are a package node of their
 
 # Technique names that must not appear in the generic loop (identifiers and strings; comments are not scanned).
 # Identifiers are split into words at "_" and at camelCase humps, so a_star_values, AStarState, use_critic,
-# self._v_star, "dapo" and TeacherCache all match, while words that merely contain one (e.g. "staccato") do not.
-TECHNIQUE_WORDS = re.compile(r"a star|v star|astar|vstar|critics?|gae|dapo|dynamic sampling|teachers?|distil\w*"
+# self._v_star, "dapo" and DistilCache all match, while words that merely contain one (e.g. "staccato") do not.
+# "teacher" is not one: the warm start imitates the task's teacher, and teacher forcing is generic.
+TECHNIQUE_WORDS = re.compile(r"a star|v star|astar|vstar|critics?|gae|dapo|dynamic sampling|distil\w*"
                              r"|taco|rebel|agro")
 
 
@@ -336,18 +337,17 @@ def test_technique_name_finder():
     import tempfile
 
     text = ('from x import a_star_values, AStarState\nself._v_star = use_critic(gae_lambda)\nmode = "dapo"\n'
-            'class TeacherCache: distillation = Distiller\nx = """one\ndynamic_sampling"""\n'
+            'class DistilCache: distillation = Distiller\nTeacher = 1\nx = """one\ndynamic_sampling"""\n'
             '# critic in a comment is fine\nstaccato = tacos + gaelic + rebellion + agronomy + vstar_\n')
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(text)
     hits = technique_names(Path(f.name))
     Path(f.name).unlink()
     assert hits == [(1, "a_star_values"), (1, "AStarState"), (2, "_v_star"), (2, "use_critic"), (2, "gae_lambda"),
-                    (3, "dapo"), (4, "TeacherCache"), (4, "distillation"), (4, "Distiller"), (6, "dynamic_sampling"),
-                    (8, "vstar_")]
+                    (3, "dapo"), (4, "DistilCache"), (4, "distillation"), (4, "Distiller"), (7, "dynamic_sampling"),
+                    (9, "vstar_")]
 
 
-@pytest.mark.xfail(strict=False, reason="lead is moving technique state into the pieces")
 def test_no_technique_names_in_trainer_or_runtime():
     found = []
     for folder in ("trainer", "runtime"):

@@ -1,4 +1,4 @@
-"""Frozen models a piece may need next to the policy (e.g. a distillation teacher): loaded from a checkpoint
+"""Frozen models a piece may need next to the policy (e.g. a teacher to imitate): loaded from a checkpoint
 folder as ascent writes it (an HF model folder or a peft adapter folder inside a run directory), a run
 directory (its latest checkpoint, else its warm start, resolved as `ascent eval RUN_OR_CKPT` does) or a
 standalone HF model folder; checked to share the policy's tokenizer, frozen, in eval mode."""
