@@ -5,7 +5,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.ascent-installed
 PIP     := $(BIN)/python -m pip
 
-.PHONY: demo test venv clean
+.PHONY: demo test lint venv clean
 
 venv: $(STAMP)
 
@@ -23,8 +23,12 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(BIN)/ascent train default --overwrite
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 
 clean:
 	rm -rf $(VENV) runs compare
