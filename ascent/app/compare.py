@@ -35,6 +35,7 @@ import yaml
 from ascent.config.loader import ConfigError, load_config, parse_overrides
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
+from ascent.typed import split_top_level
 
 
 class CompareError(RuntimeError):
@@ -67,17 +68,20 @@ class Plan:
 
 
 def parse_vary(items: list[str]) -> list[Variant]:
-    """`--vary KEY=V1,V2` (repeatable) -> the cartesian product of the values, one Variant each.
+    """`--vary KEY=V1,V2` (repeatable) -> the cartesian product of the values, one Variant each. Values are split
+    at top-level commas only, so a piece spec with parameters is one value.
 
     >>> [v.name for v in parse_vary(["algorithm.advantage=grpo,rloo", "algorithm.loss=ppo_clip,gspo"])]
     ['advantage=grpo,loss=ppo_clip', 'advantage=grpo,loss=gspo', 'advantage=rloo,loss=ppo_clip', 'advantage=rloo,loss=gspo']
+    >>> [v.overrides for v in parse_vary(["algorithm.advantage=grpo, taco(alpha=0.5, floor=0.2)"])]
+    [('algorithm.advantage=grpo',), ('algorithm.advantage=taco(alpha=0.5, floor=0.2)',)]
     """
     axes: list[list[tuple[str, str]]] = []
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not key or not values:
             raise ConfigError(f"--vary {item!r}: write KEY=V1,V2,... (e.g. algorithm.advantage=grpo,rloo)")
-        axes.append([(key.strip(), v.strip()) for v in values.split(",") if v.strip()])
+        axes.append([(key.strip(), v.strip()) for v in split_top_level(values) if v.strip()])
     out = []
     for combo in itertools.product(*axes):
         name = ",".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in combo)

@@ -25,6 +25,15 @@ def test_vary_is_a_cartesian_product_and_file_variants_keep_types(tmp_path):
         parse_vary(["algorithm.advantage"])
 
 
+def test_vary_splits_values_at_top_level_commas_only(tmp_path):
+    vs = parse_vary(["algorithm.advantage=grpo,taco(alpha=0.5, floor=0.2),rloo", "algorithm.loss=ppo_clip,gspo"])
+    assert [v.overrides[0] for v in vs[::2]] == ["algorithm.advantage=grpo", "algorithm.advantage=taco(alpha=0.5, floor=0.2)", "algorithm.advantage=rloo"]
+    assert vs[2].name == "advantage=taco(alpha=0.5, floor=0.2),loss=ppo_clip"
+    assert [v.overrides for v in parse_vary(["algorithm.advantage=taco(alpha=0.5),grpo"])] == [("algorithm.advantage=taco(alpha=0.5)",), ("algorithm.advantage=grpo",)]
+    with pytest.raises(ConfigError, match="variant 'advantage=taco\\(alpha=-1\\)'"):
+        compare("default", [], ["algorithm.advantage=grpo,taco(alpha=-1)"], None, 1, "x", 1, str(tmp_path))
+
+
 def test_table_reports_mean_std_and_delta_to_the_first_variant():
     assert mean_std([0.5, 0.7]) == pytest.approx((0.6, 0.1414213), rel=1e-5)
     agg = [{"variant": "grpo", "seeds": [0, 1], "accuracy_after_rl": {"mean": 0.5, "std": 0.1}, "seconds_per_rl_step": {"mean": 0.2, "std": 0.0}},
