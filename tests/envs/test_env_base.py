@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 
 import pytest
 
 from ascent.envs import Env, EnvCheckError, Observation, StepResult, check_env
+from ascent.envs.base import PROBE_ACTIONS
 
 
 class Good(Env):
@@ -45,8 +47,26 @@ class Crashy(Good):
 
 
 def test_good_envs_pass():
-    check_env(Good(), "hi")
-    check_env(AsyncGood(), "hi")
+    """No error and no warning, after a fresh episode for each probe action (two resets first, to compare)."""
+
+    class Recording(Good):
+        def __init__(self):
+            self.tasks, self.actions = [], []
+
+        def reset(self, task):
+            self.tasks.append(task)
+            return super().reset(task)
+
+        def step(self, action):
+            self.actions.append(action)
+            return super().step(action)
+
+    env = Recording()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        check_env(env, "hi")
+        check_env(AsyncGood(), "hi")
+    assert env.actions == list(PROBE_ACTIONS) and env.tasks == ["hi"] * (2 + len(PROBE_ACTIONS))
 
 
 def test_reset_of_wrong_type():

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ascent.policy.model import token_logprobs
-from ascent.rollout import SamplingSettings, assemble, make_engine
+from ascent.rollout import ENGINES, SamplingSettings, assemble, make_engine
 from ascent.rollout.ascent_engine import FastEngine
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue
 
@@ -46,8 +46,11 @@ def test_cap_and_order_do_not_change_samples(temperature, tokenizer):
         same(ref, engine.generate(model, ids, 8, s, torch.Generator().manual_seed(7)))
     # with a predictor trained on the same prompts (reversed history: longest-first order differs from fifo)
     trained = FastEngine(max_active_sequences=5)
-    trained.generate(model, ids, 8, s, torch.Generator().manual_seed(1))
-    assert all(trained.predictor.predict(p) is not None for p in ids)
+    history = trained.generate(model, ids, 8, s, torch.Generator().manual_seed(1))
+    predicted = [trained.predictor.predict(p) for p in ids]
+    assert predicted == pytest.approx(history.lengths.reshape(len(ids), 8).float().mean(-1).tolist())
+    if temperature:  # (greedy: every group is 40 tokens long, a tie that longest-first breaks in fifo order)
+        assert predicted != sorted(predicted, reverse=True), "longest-first must pop the groups in another order than fifo"
     same(ref, trained.generate(model, ids, 8, s, torch.Generator().manual_seed(7)))
     assert trained.last_stats["mean_active"] <= 5
 
@@ -142,9 +145,15 @@ def test_predictor_keys_and_memory_bound():
     assert LengthPredictor.key([1, 2]) == LengthPredictor.key((1, 2)) != LengthPredictor.key([2, 1])
 
 
-def test_cap_is_validated():
+def test_cap_is_validated(tokenizer):
     with pytest.raises(ValueError, match="max_active_sequences"):
         make_engine("ascent", max_active_sequences=-1)
     with pytest.raises(ValueError, match="'ascent' and 'vllm'"):
         make_engine("hf", max_active_sequences=4)
-    assert make_engine("cached", max_active_sequences=0) is not None
+    assert type(make_engine("cached", max_active_sequences=0)) is ENGINES.get("cached")  # 0 (no cap): any backend
+    # 0 means no cap: the engine runs every row at once, exactly as an engine built without a cap
+    model, ids, s = natural_model(tokenizer), ids_of(tokenizer), settings(tokenizer)
+    uncapped, free = make_engine("ascent", max_active_sequences=0), FastEngine()
+    for engine in (uncapped, free):
+        engine.generate(model, ids, 8, s, torch.Generator().manual_seed(0))
+    assert uncapped.last_stats == free.last_stats and uncapped.last_stats["mean_active"] > 8
