@@ -49,7 +49,7 @@ def bench(name: str, repeats: int, cache: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-prefix-") as tmp:
         trainer, cfg = trainer_for(name, Path(tmp), cache)
         batch, scores, _ = trainer.collect()
-        adv, _ = trainer.advantages(batch, scores)
+        adv = trainer.advantages(batch, scores)
         learner = trainer.learner
         times: dict[bool, list[float]] = {True: [], False: []}
         for i in range(repeats + 1):  # the first round warms both paths up
