@@ -17,22 +17,21 @@ import sys
 from pathlib import Path
 
 
-
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from ascent.app.compare import CompareError
+    from ascent.app.runs import RunDirError
     from ascent.config.loader import ConfigError
     from ascent.data.tasks import DataError
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
-    from ascent.app.compare import CompareError
-    from ascent.app.runs import RunDirError
     from ascent.trainer.rl import TrainingError
 
     return (CompareError, ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ascent.config import ConfigError, load_config
     from ascent.app.pipeline import train
+    from ascent.config import ConfigError, load_config
 
     recipes = [a for a in args.items if "=" not in a]
     overrides = [a for a in args.items if "=" in a]
@@ -62,8 +61,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from ascent.config import ConfigError
     from ascent.app.compare import compare
+    from ascent.config import ConfigError
 
     recipes = [a for a in args.items if "=" not in a]
     overrides = [a for a in args.items if "=" in a]

@@ -18,6 +18,11 @@ import numpy as np
 import torch
 import yaml
 
+from ascent.agents.collector import AgentCollector, pack_episodes
+from ascent.agents.evaluate import AgentEvaluator
+from ascent.agents.loop import AgentConfig
+from ascent.agents.task import demonstrations
+from ascent.app.runs import RunDirError, open_run
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
@@ -27,13 +32,8 @@ from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
-from ascent.agents.collector import AgentCollector, pack_episodes
-from ascent.agents.evaluate import AgentEvaluator
-from ascent.agents.loop import AgentConfig
-from ascent.agents.task import demonstrations
-from ascent.app.runs import RunDirError, open_run
-from ascent.rollout.collector import Collector
 from ascent.rollout.backends import make_engine
+from ascent.rollout.collector import Collector
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import SamplingSettings
 from ascent.runtime import make_trainer

@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from ascent.typed import ConfigError
 from ascent.rollout.types import Generation, SamplingSettings
+from ascent.typed import ConfigError
 
 INSTALL_HINT = "install ascent[vllm] on a GPU machine (pip install -e '.[vllm]')"
 

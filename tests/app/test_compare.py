@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from ascent.config.loader import ConfigError
 from ascent.app.compare import Variant, compare, mean_std, parse_vary, read_variants, results_table
+from ascent.config.loader import ConfigError
 
 TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
         "warmstart.steps=4", "warmstart.batch_size=16", "warmstart.eval_every=0", "train.steps=2", "train.eval_every=1", "train.prompts_per_step=4",
