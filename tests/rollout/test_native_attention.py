@@ -117,8 +117,10 @@ def test_disabled_kernel_falls_back_or_fails_clearly(fresh_kernels, monkeypatch,
     with pytest.raises(RuntimeError, match="native kernel is unavailable .*ASCENT_NATIVE=0"):
         Decoder(model, attention="native")
     assert not Decoder(model).native_step
-    gen = FastEngine().generate(model, [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), torch.Generator().manual_seed(0))
-    assert gen.tokens.shape == (2, 5)  # the torch path still samples
+    ids, s = [tokenizer("1+2=")["input_ids"]], settings(tokenizer, max_new_tokens=5)
+    gen = FastEngine().generate(model, ids, 4, s, torch.Generator().manual_seed(0))
+    ref = make_engine("cached").generate(model, ids, 4, s, torch.Generator().manual_seed(0))
+    assert torch.equal(gen.tokens, ref.tokens) and torch.equal(gen.lengths, ref.lengths)  # the torch path samples right
 
 
 def test_a_failing_compiler_is_reported_not_raised(fresh_kernels, monkeypatch, tmp_path):

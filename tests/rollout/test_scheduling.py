@@ -50,7 +50,7 @@ def test_cap_and_order_do_not_change_samples(temperature, tokenizer):
     predicted = [trained.predictor.predict(p) for p in ids]
     assert predicted == pytest.approx(history.lengths.reshape(len(ids), 8).float().mean(-1).tolist())
     if temperature:  # (greedy: every group is 40 tokens long, a tie that longest-first breaks in fifo order)
-        assert predicted != sorted(predicted, reverse=True), "longest-first must pop the groups in another order than fifo"
+        assert predicted != sorted(predicted, reverse=True), "longest-first must pop the groups out of fifo order"
     same(ref, trained.generate(model, ids, 8, s, torch.Generator().manual_seed(7)))
     assert trained.last_stats["mean_active"] <= 5
 

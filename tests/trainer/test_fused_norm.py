@@ -69,7 +69,7 @@ def test_fallbacks_keep_a_fused_model_usable(native, tokenizer, monkeypatch):
     assert fuse_rms_norms(copy.deepcopy(model)) == 0
 
 
-def test_learner_fuses_the_policy_by_default(tiny_policy):
+def test_learner_fuses_the_policy_by_default(tiny_policy, tokenizer):
     from ascent.config import load_config
     from ascent.trainer.learner import Learner
 
@@ -83,3 +83,10 @@ def test_learner_fuses_the_policy_by_default(tiny_policy):
     assert sum(isinstance(m, FusedRMSNorm) for m in tiny_policy.model.modules()) == expected
     off = load_config("default", ["train.fused_norm=false"])
     assert off.train.fused_norm is False
+    from conftest import tiny_qwen
+
+    from ascent.policy.model import Policy
+
+    plain = Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer)
+    learner = Learner(plain, replace(off, train=replace(off.train, steps=10, micro_batch_size=8), rollout=cfg.rollout))
+    assert learner.fused_norms == 0 and not any(isinstance(m, FusedRMSNorm) for m in plain.model.modules())
