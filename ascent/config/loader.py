@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from ascent.config.schema import Derived, RunConfig
-from ascent.typed import ConfigError, build, spec_from_raw, spec_to_raw
+from ascent.typed import ConfigError, build, format_spec, parse_spec, spec_from_raw, spec_to_raw
 
 __all__ = ["ConfigError", "build", "config_from_dict", "derived", "load_config", "merge", "parse_overrides"]
 
@@ -73,7 +73,7 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter")
+SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter", "data.task")
 """Config keys whose value is one registered piece's spec, `name` or `name(key=value, ...)`; a recipe may write
 it as a mapping `{name: {key: value}}`, and `key.name.param=value` overrides merge into it."""
 
@@ -136,16 +136,25 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 def spec_registries() -> dict[str, Any]:
     """The registry each piece-spec key resolves in."""
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+    from ascent.tasks import TASKS
 
-    return {"algorithm.advantage": ADVANTAGES, "algorithm.loss": LOSSES, "algorithm.filter": FILTERS}
+    return {
+        "algorithm.advantage": ADVANTAGES,
+        "algorithm.loss": LOSSES,
+        "algorithm.filter": FILTERS,
+        "data.task": TASKS,
+    }
 
 
 def resolve_specs(cfg: RunConfig) -> RunConfig:
     """Check every piece spec against its registry (name, parameters, ranges) and write it back in the
     canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
-    a = cfg.algorithm
-    canon = {k.split(".")[1]: reg.resolve(getattr(a, k.split(".")[1]), key=k).spec for k, reg in spec_registries().items()}
-    return dataclasses.replace(cfg, algorithm=dataclasses.replace(a, **canon))
+    for key, registry in spec_registries().items():
+        section, name = key.split(".")
+        part = getattr(cfg, section)
+        spec = registry.resolve(getattr(part, name), key=key).spec
+        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(part, **{name: spec})})
+    return cfg
 
 
 REMOVED_KEYS = {
@@ -184,18 +193,45 @@ REMOVED_KEYS = {
     "algorithm.explore_group_step_coef": "algorithm.advantage=explore_group(step_coef=VALUE)",
     "algorithm.dynamic_sampling": "algorithm.filter=dapo (VALUE=true) or algorithm.filter=none",
     "algorithm.max_refill_rounds": "algorithm.filter=dapo(max_refill_rounds=VALUE)",
+    "data.digits": "data.task=addition(digits=VALUE)",
+    "data.teacher_carry_drop": "data.task=addition(teacher_carry_drop=VALUE)",
+    "data.search_world": "data.task=search_world(KEY=VALUE, ...)",
+    "data.textworld": "data.task=textworld(KEY=VALUE, ...)",
 }
-"""Keys that were flat technique knobs, and their spelling now (a piece's parameters live in its spec)."""
+"""Keys that were flat technique or task knobs, and their spelling now (a piece's parameters live in its spec).
+An entry whose new spelling takes `KEY=VALUE, ...` was a whole section: it matches any key below it."""
 
 
 def check_removed_keys(raw: dict[str, Any]) -> None:
     """Fail on a key that no longer exists with the message naming its new spelling."""
     for key, new in REMOVED_KEYS.items():
         node, last = _at(raw, key)
-        if node is not None and last in node:
-            value = node[last]
-            shown = str(value).lower() if isinstance(value, bool) else str(value)
-            raise ConfigError(f"{key} was removed: a piece's parameters now live in its spec; write {new.replace('VALUE', shown)} (in YAML the mapping form works too, e.g. advantage: {{taco: {{alpha: 0.05}}}})")
+        if node is None or last not in node:
+            continue
+        value, where = node[last], key
+        target, _, spec = new.partition("=")
+        if "KEY=VALUE, ..." in spec:  # a removed section: its keys become the piece's parameters
+            piece = spec.partition("(")[0]
+            if isinstance(value, dict) and value:
+                spec = format_spec(piece, value)
+                where = f"{key}.{next(iter(value))}" if len(value) == 1 else key
+        else:
+            spec = spec.replace("VALUE", str(value).lower() if isinstance(value, bool) else str(value))
+        if target.startswith("data."):
+            hint = f"(YAML: {_yaml_hint(target, spec)})"
+            raise ConfigError(f"{where} was removed: a task's parameters now live in its spec; write {target}={spec} {hint}")
+        hint = "(in YAML the mapping form works too, e.g. advantage: {taco: {alpha: 0.05}})"
+        raise ConfigError(f"{where} was removed: a piece's parameters now live in its spec; write {target}={spec} {hint}")
+
+
+def _yaml_hint(target: str, spec: str) -> str:
+    """The recipe spelling of `target=spec`, e.g. `task: {addition: {digits: 3}}`."""
+    try:
+        name, kwargs = parse_spec(spec)
+        inner = yaml.safe_dump(kwargs, default_flow_style=True, sort_keys=False, width=10_000).strip() if kwargs else "{}"
+    except ConfigError:  # the placeholder KEY=VALUE, ...
+        name, inner = spec.partition("(")[0], "{KEY: VALUE, ...}"
+    return f"{target.rpartition('.')[2]}: {{{name}: {inner}}}"
 
 
 def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
@@ -268,17 +304,18 @@ def validate(cfg: RunConfig) -> None:
 
 
 def _check_agent(cfg: RunConfig) -> None:
-    """Ranges of the agent loop (agent.*) and of the search_world task's knobs."""
-    a, w = cfg.agent, cfg.data.search_world
+    """Ranges of the agent loop (agent.*), and that a scratch model holds a search_world episode (the task's
+    own parameters are checked by its params dataclass)."""
+    from ascent.tasks import task_piece
+
+    a = cfg.agent
     if a.max_turns < 1 or a.max_turn_tokens < 1 or a.max_total_tokens < 2:
         raise ConfigError(f"agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}")
     if "{answer}" not in a.igpo_template:
         raise ConfigError(f"agent.igpo_template must contain {{answer}}, got {a.igpo_template!r}")
-    if not (0 <= w.oracle_p_guess <= 1 and 0 <= w.oracle_p_redundant <= 1):
-        raise ConfigError("data.search_world.oracle_p_guess and oracle_p_redundant must be in [0, 1]")
-    if min(w.people, w.companies, w.cities, w.countries, w.questions_per_world, w.top_k) < 1 or w.cities < w.countries:
-        raise ConfigError("data.search_world: people, companies, cities, countries, questions_per_world and top_k must be >= 1, and cities >= countries")
-    if cfg.data.task == "search_world" and cfg.model.source == "scratch" and a.max_total_tokens > cfg.model.max_position_embeddings:
+    task = task_piece(cfg.data)
+    too_long = a.max_total_tokens > cfg.model.max_position_embeddings
+    if task.name == "search_world" and cfg.model.source == "scratch" and too_long:
         raise ConfigError(f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former")
 
 

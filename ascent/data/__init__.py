@@ -1,6 +1,7 @@
-"""Built-in tasks, dataset loading and the resumable sampler."""
+"""Generic data plumbing: prompt encoding (`PromptEncoder`) and the resumable row sampler (`RowSampler`).
+Tasks and their rows live in `ascent.tasks`."""
 
+from ascent.data.prompts import PromptEncoder
 from ascent.data.sampler import RowSampler
-from ascent.data.tasks import TASKS, DataError, TaskData, load_task, read_jsonl
 
-__all__ = ["TASKS", "DataError", "RowSampler", "TaskData", "load_task", "read_jsonl"]
+__all__ = ["PromptEncoder", "RowSampler"]

@@ -1,6 +1,6 @@
 """`AgentTask`: what turns a task's rows into agent episodes, and the scripted demonstrations of warm starts.
 
-A task (`ascent.data.tasks.TaskData`) with an `agent` is trained with the agent collector: each row is
+A task (`ascent.tasks.base.TaskData`) with an `agent` is trained with the agent collector: each row is
 an episode's task, `env_task(row)` what the environment's `reset` takes, `make_env()` a fresh environment
 per episode. Its rows still carry a `prompt` (the question, for logs and reward functions) and the fields
 the rewards read (e.g. `answer`, `evidence`).
@@ -16,15 +16,16 @@ from ascent.agents.loop import AgentConfig, rollout
 from ascent.agents.scripted import ScriptedEngine
 from ascent.agents.trajectory import Trajectory
 from ascent.envs.base import Env
+from ascent.tasks.base import Row
 
-Row = dict[str, Any]
 Responder = Callable[[str], str]
 """A scripted agent: the rendered context so far -> the next reply (see `ScriptedEngine`)."""
 
 
 @dataclass(frozen=True)
 class AgentTask:
-    """The environment side of an agent task."""
+    """The environment side of an agent task (what `ascent.agents.collector.AgentCollector` and the evaluator
+    run episodes with)."""
 
     make_env: Callable[[], Env]
     """A fresh environment (one per episode; episodes run concurrently)."""

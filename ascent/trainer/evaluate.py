@@ -1,19 +1,38 @@
-"""Held-out evaluation: greedy accuracy and pass@k, judged by the run's first reward function."""
+"""Held-out evaluation of single-turn and agent tasks: greedy accuracy and pass@k, judged by the run's first
+reward function, plus, for agent tasks, the episode statistics and the token checker on every trajectory.
+
+Metrics (fractions and means over held-out rows):
+- `accuracy`: first reward >= the threshold (greedy); `pass@1`, `pass@k` when asked (k samples per row at
+  the sampling temperature, unbiased estimator);
+- agent tasks only: `tool_calls` (tool calls per episode, `num_tool_calls` of the final info, 0 when absent),
+  `turns` (model turns per episode), `answer_rate` (episodes that ended with a final answer),
+  `unsupported_answer_rate` (among episodes with an answer, those whose answer no retrieved document
+  supports: the environment's `supported`, e.g. search_world; absent when the environment does not say),
+  `token_check_pass_rate` (trajectories whose ids equal their conversation rendered by the chat template,
+  `ascent.agents.token_check`; the first divergences are logged).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+from dataclasses import dataclass, replace
 from math import comb
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
+from ascent.agents.collector import Episodes, pack_episodes
+from ascent.agents.loop import AgentConfig, rollout
+from ascent.agents.token_check import check_trajectories
+from ascent.agents.trajectory import Trajectory
 from ascent.data.prompts import PromptEncoder
 from ascent.policy.model import Policy
 from ascent.rewards.runner import RewardRunner
 from ascent.rollout.batch import assemble
 from ascent.rollout.engine import RolloutEngine
-from ascent.rollout.types import SamplingSettings
+from ascent.rollout.types import RolloutBatch, SamplingSettings
+
+log = logging.getLogger(__name__)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -27,9 +46,24 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
+def episode_stats(trajs: list[Trajectory]) -> dict[str, float]:
+    """tool_calls, turns, answer_rate and (when the environment reports `supported`) unsupported_answer_rate."""
+    n = max(len(trajs), 1)
+    out = {
+        "tool_calls": sum(t.info.get("num_tool_calls", 0) for t in trajs) / n,
+        "turns": sum(len(t.turns) for t in trajs) / n,
+        "answer_rate": sum("answer" in t.info for t in trajs) / n,
+    }
+    answered = [t for t in trajs if "answer" in t.info and "supported" in t.info]
+    if answered:
+        out["unsupported_answer_rate"] = sum(not t.info["supported"] for t in answered) / len(answered)
+    return out
+
+
 @dataclass
 class Evaluator:
-    """Scores a policy on held-out rows."""
+    """Scores a policy on held-out rows: single-turn completions, or (with `agent`) episodes through the
+    task's environment."""
 
     rows: list[dict[str, Any]]
     encoder: PromptEncoder
@@ -38,27 +72,55 @@ class Evaluator:
     settings: SamplingSettings
     threshold: float = 1.0
     batch_size: int = 512
+    agent: Optional[Episodes] = None
+    """The task's agent wiring (`TaskData.agent`); None: a single-turn task."""
+    loop: Optional[AgentConfig] = None
+    """The agent loop's limits (agent tasks)."""
 
-    def correct(self, policy: Policy, n: int, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
-        """(P, n) bool: sample n completions per held-out prompt and judge each."""
+    def __post_init__(self) -> None:
+        if self.agent is not None and self.loop is None:
+            raise ValueError("an agent task's evaluator needs the agent loop's limits (loop=AgentConfig(...))")
+
+    def sample(self, policy: Policy, rows: list[dict[str, Any]], n: int, temperature: float,
+               generator: Optional[torch.Generator]) -> tuple[RolloutBatch, list[Trajectory]]:
+        """n completions (or episodes) per row at `temperature`, packed; the episodes' trajectories (agent tasks)."""
+        if self.agent is not None:
+            trajs = rollout(self.engine, policy, [self.agent.env_task(r) for r in rows], self.agent.make_env,
+                            replace(self.loop, temperature=temperature), n, generator)
+            return pack_episodes(trajs, rows, n, policy.tokenizer), trajs
         s = SamplingSettings(**{**self.settings.__dict__, "temperature": temperature})
-        out = []
+        prompts = [r["prompt"] for r in rows]
+        ids = [self.encoder(p) for p in prompts]
+        gen = self.engine.generate(policy.model, ids, n, s, generator)
+        fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
+        return assemble(prompts, ids, fields, gen, n, policy.tokenizer), []
+
+    def correct(self, policy: Policy, n: int, temperature: float,
+                generator: Optional[torch.Generator]) -> tuple[torch.Tensor, list[Trajectory]]:
+        """(P, n) bool: n samples per held-out row, each judged correct by the first reward; and the
+        trajectories of agent episodes (empty for single-turn tasks)."""
+        out, trajs = [], []
         policy.model.eval()
         for i in range(0, len(self.rows), self.batch_size):
-            chunk = self.rows[i: i + self.batch_size]
-            prompts = [r["prompt"] for r in chunk]
-            ids = [self.encoder(p) for p in prompts]
-            gen = self.engine.generate(policy.model, ids, n, s, generator)
-            batch = assemble(prompts, ids, [{k: v for k, v in r.items() if k != "prompt"} for r in chunk], gen, n, policy.tokenizer)
+            chunk = self.rows[i : i + self.batch_size]
+            batch, got = self.sample(policy, chunk, n, temperature, generator)
             first = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).components[:, 0]  # (p*n,)
             out.append((first >= self.threshold).reshape(len(chunk), n))
-        return torch.cat(out)
+            trajs += got
+        return torch.cat(out), trajs
 
     def __call__(self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
-        """{'accuracy': greedy accuracy, 'pass@1', f'pass@{k}': sampled at `temperature`} as fractions."""
-        result = {"accuracy": float(self.correct(policy, 1, 0.0, None).float().mean())}
+        """{'accuracy': greedy accuracy, the agent metrics, 'pass@1', f'pass@{k}': sampled at `temperature`}."""
+        ok, trajs = self.correct(policy, 1, 0.0, None)
+        result = {"accuracy": float(ok.float().mean())}
+        if self.agent is not None:
+            result.update(episode_stats(trajs))
+            report = check_trajectories(trajs, policy.tokenizer)
+            result["token_check_pass_rate"] = report["match_frac"]
+            for line in report["divergences"]:
+                log.warning("token check: %s", line)
         if pass_k > 0:
-            ok = self.correct(policy, pass_k, temperature, torch.Generator().manual_seed(seed))  # (P, k)
+            ok, _ = self.correct(policy, pass_k, temperature, torch.Generator().manual_seed(seed))  # (P, k)
             counts = ok.sum(-1).tolist()
             result["pass@1"] = sum(pass_at_k(pass_k, c, 1) for c in counts) / len(counts)
             result[f"pass@{pass_k}"] = sum(pass_at_k(pass_k, c, pass_k) for c in counts) / len(counts)

@@ -17,10 +17,10 @@ from ascent.algorithms.aggregate import aggregate
 from ascent.config.schema import OptimConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.data.sampler import RowSampler
-from ascent.data.tasks import Teacher
 from ascent.policy.model import Policy, token_logprobs
 from ascent.rollout.batch import assemble
 from ascent.rollout.types import Generation, RolloutBatch
+from ascent.tasks.base import Teacher
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
 

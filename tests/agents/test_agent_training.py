@@ -15,17 +15,17 @@ from safetensors.torch import load_file
 from ascent.agents import AgentConfig, ScriptedEngine, pack_trajectories, rollout
 from ascent.agents.collector import AgentCollector, answer_probs, history_ends, prefix_hashes, turn_extras
 from ascent.config import load_config
-from ascent.config.schema import SearchWorldTaskConfig
-from ascent.envs.search_task import SearchWorlds
 from ascent.policy.model import Policy, token_logprobs
 from ascent.rollout import make_engine
 from ascent.rollout.batch import concat_batches
+from ascent.tasks import task_piece
+from ascent.tasks.search_world import SearchWorldParams, SearchWorlds
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.learner import Learner
 from ascent.app.pipeline import make_demonstrations, prepare, train
 from ascent.trainer.rl import RLParts, RLTrainer, advantage_input
 
-WORLD = SearchWorldTaskConfig(people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160)
+WORLD = SearchWorldParams(people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160)
 LOOP = AgentConfig(max_turns=3, max_turn_tokens=16, max_total_tokens=800)
 TINY = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
         "data.num_train=40", "data.num_eval=4", "agent.max_turns=2", "agent.max_turn_tokens=12", "agent.max_total_tokens=240",
@@ -61,7 +61,7 @@ def policy():
 
 @pytest.fixture(scope="module")
 def agent_batch(worlds, rows, policy):
-    from ascent.agents.task import AgentTask
+    from ascent.tasks.agent import AgentTask
 
     task = AgentTask(worlds.make_env, worlds.env_task, worlds.demonstrator)
     collector = AgentCollector(policy, rows, make_engine("ascent"), task, LOOP, n=3)
@@ -224,6 +224,7 @@ def test_warm_start_imitates_only_the_demonstrators_tokens(tmp_path):
 
 def test_recipe_loads():
     cfg = load_config("search-agent")
-    assert cfg.data.task == "search_world" and cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
+    task = task_piece(cfg.data)
+    assert task.name == "search_world" and cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
     assert cfg.control.enabled and cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
-    assert json.loads(json.dumps(cfg.data.search_world.hops)) == [1]
+    assert json.loads(json.dumps(task.params.hops)) == [1]

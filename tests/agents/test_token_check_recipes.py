@@ -17,13 +17,12 @@ import pytest
 import torch
 
 from ascent.agents import AgentConfig, check_trajectories, check_trajectory, rollout, with_chat_template
-from ascent.agents.task import AgentTask, demonstrations
 from ascent.agents.trajectory import Trajectory
 from ascent.config import load_config
-from ascent.data.tasks import load_task
 from ascent.envs.textworld_env import STOP_STRINGS
 from ascent.policy.model import Policy
 from ascent.rollout import make_engine
+from ascent.tasks import demonstrations, load_task
 
 HAVE_TW = importlib.util.find_spec("textworld") is not None
 TASKS = ["search_world", "textworld"]
@@ -37,14 +36,14 @@ def loop_for(recipe_cfg, **kw) -> AgentConfig:
 @pytest.fixture(scope="module")
 def recipes(tmp_path_factory):
     """(recipe config, TaskData) per task: the recipes' own task configs on a few rows (the games are
-    those of tests/envs/test_textworld_task.py: generated once per session)."""
+    those of tests/tasks/test_textworld_task.py: generated once per session)."""
     cache = tmp_path_factory.getbasetemp() / "textworld-recipe-games"
     cache.mkdir(exist_ok=True)
     out = {}
     for name, recipe in (("search_world", "search-agent"), ("textworld", "textworld")):
         if name == "textworld" and not HAVE_TW:
             continue
-        cfg = load_config(recipe, ["data.num_train=3", "data.num_eval=2"] + ([f"data.textworld.cache_dir={cache}"] if name == "textworld" else []))
+        cfg = load_config(recipe, ["data.num_train=3", "data.num_eval=2"] + ([f"data.task.textworld.cache_dir={cache}"] if name == "textworld" else []))
         out[name] = (cfg, load_task(cfg.data, cfg.seed))
     return out
 

@@ -1,165 +1,19 @@
-"""Datasets (JSONL, the addition task and its teacher), the resumable sampler, prompt encoding, pass@k and
-the learning-rate schedule."""
+"""The resumable sampler, prompt encoding, pass@k and the learning-rate schedule (the tasks' datasets are
+tested in tests/tasks/)."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
-import random
 
 import pytest
 
-from ascent.config.schema import DataConfig, OptimConfig
-from ascent.data import DataError, RowSampler, load_task, read_jsonl
+from ascent.config.schema import OptimConfig
+from ascent.data import RowSampler
 from ascent.data.prompts import PromptEncoder
-from ascent.data.tasks import addition_teacher
 from ascent.policy.tokenizer import char_tokenizer
 from ascent.trainer.evaluate import pass_at_k
 from ascent.trainer.optim import lr_factor
-
-
-# ---------------------------------------------------------------------------------------------------------
-# read_jsonl
-# ---------------------------------------------------------------------------------------------------------
-def one_line(err: pytest.ExceptionInfo) -> str:
-    msg = str(err.value)
-    assert "\n" not in msg
-    return msg
-
-
-def test_read_jsonl_ok(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"prompt": "1+1=", "answer": "2"}\n\n{"prompt": "2+2=", "answer": 4, "x": [1]}\n')
-    rows = read_jsonl(path)
-    assert rows == [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2=", "answer": 4, "x": [1]}]
-
-
-def test_read_jsonl_missing_file(tmp_path):
-    with pytest.raises(DataError) as err:
-        read_jsonl(tmp_path / "nope.jsonl")
-    msg = one_line(err)
-    assert "nope.jsonl" in msg and "does not exist" in msg
-
-
-def test_read_jsonl_bad_json_names_line(tmp_path):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c",\n{"prompt": "d"}\n')
-    with pytest.raises(DataError) as err:
-        read_jsonl(path)
-    msg = one_line(err)
-    assert f"{path}:3:" in msg and "JSON" in msg
-
-
-@pytest.mark.parametrize("line", ['{"question": "a"}', '{"prompt": 5}', '["prompt", "a"]', '"just text"'])
-def test_read_jsonl_row_without_prompt(tmp_path, line):
-    path = tmp_path / "d.jsonl"
-    path.write_text('{"prompt": "ok"}\n' + line + "\n")
-    with pytest.raises(DataError) as err:
-        read_jsonl(path)
-    msg = one_line(err)
-    assert f"{path}:2:" in msg and "'prompt'" in msg
-    if line.startswith('{"question"'):
-        assert "question" in msg  # shows the keys it got
-
-
-@pytest.mark.parametrize("text", ["", "\n\n  \n"])
-def test_read_jsonl_empty(tmp_path, text):
-    path = tmp_path / "d.jsonl"
-    path.write_text(text)
-    with pytest.raises(DataError) as err:
-        read_jsonl(path)
-    assert "no rows" in one_line(err)
-
-
-def test_load_task_jsonl(tmp_path):
-    train, ev = tmp_path / "t.jsonl", tmp_path / "e.jsonl"
-    train.write_text(json.dumps({"prompt": "a", "answer": "1"}) + "\n")
-    ev.write_text(json.dumps({"prompt": "b", "answer": "2"}) + "\n")
-    task = load_task(DataConfig(task="jsonl", train=str(train), eval=str(ev)), seed=0)
-    assert [r["prompt"] for r in task.train] == ["a"] and [r["prompt"] for r in task.eval] == ["b"]
-    assert task.reward == "exact_answer"
-    with pytest.raises(DataError, match="data.eval"):
-        load_task(DataConfig(task="jsonl", train=str(train)), seed=0)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# the addition task and its teacher
-# ---------------------------------------------------------------------------------------------------------
-def test_addition_task_split_and_answers():
-    task = load_task(DataConfig(task="addition", digits=2, num_eval=200), seed=0)
-    assert len(task.eval) == 200
-    assert len(task.train) == 90 * 90 - 200  # every 2-digit pair, minus the held-out ones
-    train_prompts = {r["prompt"] for r in task.train}
-    eval_prompts = {r["prompt"] for r in task.eval}
-    assert len(eval_prompts) == 200 and len(train_prompts) == len(task.train)  # no duplicates
-    assert not train_prompts & eval_prompts
-    for row in task.train[:500] + task.eval:
-        a, b = int(row["a"]), int(row["b"])
-        assert 10 <= a <= 99 and 10 <= b <= 99
-        assert row["prompt"] == f"{a}+{b}="
-        assert row["answer"] == str(a + b)
-    assert task.reward == "exact_answer"
-
-
-def test_addition_task_num_train_and_determinism():
-    cfg = DataConfig(task="addition", digits=2, num_eval=50, num_train=300)
-    a, b = load_task(cfg, seed=1), load_task(cfg, seed=1)
-    assert len(a.train) == 300 and len(a.eval) == 50
-    assert a.train == b.train and a.eval == b.eval
-    c = load_task(cfg, seed=2)
-    assert [r["prompt"] for r in c.eval] != [r["prompt"] for r in a.eval]
-
-
-def test_addition_task_num_eval_too_large():
-    with pytest.raises(DataError, match="num_eval"):
-        load_task(DataConfig(task="addition", digits=1, num_eval=100), seed=0)
-
-
-def test_unknown_task_lists_names():
-    with pytest.raises(KeyError, match="addition"):
-        load_task(DataConfig(task="multiplication"), seed=0)
-
-
-def carries(a: int, b: int) -> bool:
-    return (a % 10) + (b % 10) >= 10
-
-
-def test_teacher_never_wrong_without_ones_carry():
-    teach = addition_teacher(0.6)
-    rng = random.Random(0)
-    for a in range(10, 100):
-        for b in range(10, 100, 7):
-            if not carries(a, b):
-                assert teach({"a": a, "b": b}, rng) == str(a + b)
-
-
-def test_teacher_drops_carry_at_its_rate():
-    teach = addition_teacher(0.6)
-    pick = random.Random(1)
-    rng = random.Random(2)
-    wrong = 0
-    draws = 2000
-    for _ in range(draws):
-        while True:
-            a, b = pick.randrange(10, 100), pick.randrange(10, 100)
-            if carries(a, b):
-                break
-        out = int(teach({"a": a, "b": b}, rng))
-        assert out in (a + b, a + b - 10)  # when wrong, wrong by exactly -10
-        wrong += out == a + b - 10
-    # binomial std at p=0.6, n=2000: 0.011; 0.05 is > 4 sigma
-    assert wrong / draws == pytest.approx(0.6, abs=0.05)
-
-
-def test_teacher_without_mistakes():
-    teach = addition_teacher(0.0)
-    rng = random.Random(0)
-    for a, b in [(17, 25), (99, 99), (55, 55), (10, 10), (19, 81)]:
-        assert teach({"a": a, "b": b}, rng) == str(a + b)
-    always = addition_teacher(1.0)
-    assert always({"a": 17, "b": 25}, rng) == "32"  # the documented mistake: 17+25 -> 32
-    assert always({"a": 12, "b": 25}, rng) == "37"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from ascent.app.pipeline import train
 
 TINY = [
     "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-    "data.digits=1", "data.num_eval=20", "warmstart.steps=3", "warmstart.batch_size=8", "warmstart.eval_every=0",
+    "data.task=addition(digits=1)", "data.num_eval=20", "warmstart.steps=3", "warmstart.batch_size=8", "warmstart.eval_every=0",
     "train.steps=4", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.eval_every=0",
     "train.checkpoint_every=0", "train.micro_batch_size=6", "train.optim.lr=1e-3", "train.optim.schedule=cosine",
     "algorithm.ppo_epochs=2", "algorithm.mini_batches=2", "algorithm.kl_coef=0.05", "eval.pass_k=2",

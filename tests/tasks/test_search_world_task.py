@@ -8,14 +8,14 @@ import random
 import pytest
 
 from ascent.agents import AgentConfig, ScriptedEngine, rollout, with_chat_template
-from ascent.config.schema import DataConfig, SearchWorldTaskConfig
-from ascent.envs.search_task import SearchWorlds, search_world_task
+from ascent.config.schema import DataConfig
 from ascent.envs.search_world import ALPHABET
 from ascent.policy.model import Policy
 from ascent.policy.tokenizer import char_tokenizer
+from ascent.tasks.search_world import SearchWorldParams, SearchWorlds, search_world_task
 
-CFG = SearchWorldTaskConfig(people=4, companies=2, cities=2, countries=1, questions_per_world=3, top_k=1, snippet_chars=160,
-                            relations=["employer", "headquarters", "population", "capital"], oracle_open=False)
+CFG = SearchWorldParams(people=4, companies=2, cities=2, countries=1, questions_per_world=3, top_k=1, snippet_chars=160,
+                        relations=["employer", "headquarters", "population", "capital"], oracle_open=False)
 LOOP = AgentConfig(max_turns=5, max_turn_tokens=200, max_total_tokens=3000)
 
 
@@ -27,21 +27,21 @@ def episodes(cfg, rows, seed=0):
 
 
 def test_held_out_worlds_are_disjoint_and_types_filtered():
-    task = search_world_task(DataConfig(task="search_world", num_train=60, num_eval=12, search_world=CFG), seed=3)
+    task = search_world_task(DataConfig(task="search_world", num_train=60, num_eval=12), seed=3, params=CFG)
     assert len(task.train) == 60 and len(task.eval) == 12
     assert not {r["world_seed"] for r in task.train} & {r["world_seed"] for r in task.eval}
     assert not {r["prompt"] for r in task.train} & {r["prompt"] for r in task.eval}
     assert {r["path"][-1] for r in task.train + task.eval} <= set(CFG.relations)
-    again = search_world_task(DataConfig(task="search_world", num_train=60, num_eval=12, search_world=CFG), seed=3)
+    again = search_world_task(DataConfig(task="search_world", num_train=60, num_eval=12), seed=3, params=CFG)
     assert again.train == task.train and again.eval == task.eval
     with pytest.raises(ValueError, match="unknown"):
-        SearchWorlds(SearchWorldTaskConfig(relations=["colour"]))
+        SearchWorlds(SearchWorldParams(relations=["colour"]))
 
 
 def test_searching_oracle_answers_from_the_hit_and_quotes_it():
     worlds = SearchWorlds(CFG)
     rows = worlds.rows(8, range(10, 20), set())
-    cfg = SearchWorldTaskConfig(**{**CFG.__dict__, "oracle_p_guess": 0.0, "oracle_p_redundant": 0.0, "oracle_quote": True})
+    cfg = SearchWorldParams(**{**CFG.__dict__, "oracle_p_guess": 0.0, "oracle_p_redundant": 0.0, "oracle_quote": True})
     for t, r in zip(episodes(cfg, rows), rows):
         assert t.reward == 1.0 and t.info["supported"] and t.info["tool_call_names"] == ["search"] and len(t.turns) == 2
         quote, answer = t.turns[-1].text.split(" <answer>")
@@ -52,7 +52,7 @@ def test_searching_oracle_answers_from_the_hit_and_quotes_it():
 def test_oracle_guesses_only_on_its_blind_spot():
     worlds = SearchWorlds(CFG)
     rows = worlds.rows(40, range(30, 60), set())
-    cfg = SearchWorldTaskConfig(**{**CFG.__dict__, "oracle_p_guess": 1.0, "oracle_guess_relations": ["population"]})
+    cfg = SearchWorldParams(**{**CFG.__dict__, "oracle_p_guess": 1.0, "oracle_guess_relations": ["population"]})
     for t, r in zip(episodes(cfg, rows), rows):
         guessed = t.info["num_tool_calls"] == 0
         assert guessed == (r["path"][-1] == "population") and (not guessed or not t.info["supported"])
@@ -67,7 +67,7 @@ def test_tokenizer_pieces_shorten_episodes_and_split_names_the_same_everywhere()
     from ascent.envs.search_world import tokenizer_pieces
 
     rows = SearchWorlds(CFG).rows(12, range(60, 70), set())
-    cfg = SearchWorldTaskConfig(**{**CFG.__dict__, "oracle_p_guess": 0.0, "oracle_p_redundant": 0.0, "oracle_quote": True})
+    cfg = SearchWorldParams(**{**CFG.__dict__, "oracle_p_guess": 0.0, "oracle_p_redundant": 0.0, "oracle_quote": True})
     worlds = SearchWorlds(cfg)
     chars = with_chat_template(char_tokenizer(ALPHABET))
     pieces = with_chat_template(char_tokenizer(ALPHABET, tokenizer_pieces(cfg.prompt)))

@@ -1,4 +1,4 @@
-"""The `textworld` agent task (`ascent.envs.textworld_task`, `ascent train textworld`): the scripted
+"""The `textworld` agent task (`ascent.tasks.textworld`, `ascent train textworld`): the scripted
 player's imperfections, rows from disjoint seed ranges, the `stop` command and the compact prompt, the
 rewards, a clear error without textworld, and the whole recipe end to end on a few games.
 
@@ -14,10 +14,10 @@ import sys
 import pytest
 
 from ascent.config import load_config
-from ascent.config.schema import DataConfig, TextWorldTaskConfig
-from ascent.data.tasks import DataError, load_task
-from ascent.envs.textworld_task import STOP, ScriptedPlayer, TaskEnv, TextWorldGames, ascii_text, check_config
+from ascent.config.schema import DataConfig
 from ascent.rewards import REWARDS
+from ascent.tasks import DataError, load_task, task_piece
+from ascent.tasks.textworld import STOP, ScriptedPlayer, TaskEnv, TextWorldGames, TextWorldParams, ascii_text, check_config, textworld_task
 
 HAVE_TW = importlib.util.find_spec("textworld") is not None
 needs_tw = pytest.mark.skipif(not HAVE_TW, reason="textworld is not installed (pip install 'ascent[agents]')")
@@ -63,15 +63,15 @@ def test_player_useless_commands_are_capped_and_never_walkthrough_steps():
 
 def test_ascii_text_and_config_checks():
     assert ascii_text("naïve\tgame") == "na?ve game"
-    check_config(TextWorldTaskConfig(prompt=PROMPT))
-    for bad, match in ((TextWorldTaskConfig(oracle_p_stop=1.5), "oracle_p_stop"), (TextWorldTaskConfig(prompt="{description}"), "must contain"),
-                       (TextWorldTaskConfig(prompt="{objective} {nope}"), "fields are")):
+    check_config(TextWorldParams(prompt=PROMPT))
+    for bad, match in (({"oracle_p_stop": 1.5}, "oracle_p_stop"), ({"prompt": "{description}"}, "must contain"),
+                       ({"prompt": "{objective} {nope}"}, "fields are")):
         with pytest.raises(ValueError, match=match):
-            check_config(bad)
+            check_config(TextWorldParams(**bad))
 
 
 def test_goal_text_follows_the_prompt_fields():
-    from ascent.envs.textworld_task import goal_text
+    from ascent.tasks.textworld import goal_text
 
     objective, walk = "Welcome to TextWorld! First, go east. Then, drop the key. You win!", ["go east", "drop key"]
     assert goal_text("Goal: {commands}", objective, ["key"], walk) == "go east, then drop key."
@@ -97,10 +97,11 @@ def test_missing_textworld_is_one_clear_error(monkeypatch):
 
 def test_recipe_loads():
     cfg = load_config("textworld")
-    assert cfg.data.task == "textworld" and cfg.reward == "game_won" and cfg.control.enabled and cfg.data.textworld.size == "small"
+    task = task_piece(cfg.data)
+    assert task.name == "textworld" and cfg.reward == "game_won" and cfg.control.enabled and task.params.size == "small"
     assert cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
     assert cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
-    check_config(cfg.data.textworld)
+    check_config(task.params)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -118,8 +119,8 @@ def cache(tmp_path_factory):
 def task(cache):
     if not HAVE_TW:
         pytest.skip("textworld is not installed")
-    cfg = DataConfig(task="textworld", num_train=3, num_eval=2, textworld=TextWorldTaskConfig(prompt=PROMPT, cache_dir=cache))
-    return load_task(cfg, 0)
+    cfg = DataConfig(task="textworld", num_train=3, num_eval=2)
+    return textworld_task(cfg, 0, TextWorldParams(prompt=PROMPT, cache_dir=cache))
 
 
 @needs_tw
@@ -155,13 +156,13 @@ def test_env_prompt_stop_and_check_env(task, cache):
 @needs_tw
 def test_demonstrations_win_unless_the_player_gives_up(task):
     from ascent.agents import AgentConfig, check_trajectories, pack_trajectories
-    from ascent.agents.task import AgentTask, demonstrations
+    from ascent.tasks.agent import AgentTask, demonstrations
 
     loop = AgentConfig(max_turns=4, max_turn_tokens=80, max_total_tokens=3000, temperature=0.0)
     games: TextWorldGames = task.agent.make_env.__self__
     rows = task.train + task.eval
     for p_stop, won in ((0.0, 1.0), (1.0, 0.0)):
-        games.cfg = TextWorldTaskConfig(prompt=PROMPT, cache_dir=games.cfg.cache_dir, oracle_p_useless=0.5, oracle_p_stop=p_stop)
+        games.cfg = TextWorldParams(prompt=PROMPT, cache_dir=games.cfg.cache_dir, oracle_p_useless=0.5, oracle_p_stop=p_stop)
         trajs = demonstrations(AgentTask(games.make_env, games.env_task, games.demonstrator), rows, random.Random(0), task.tokenizer, loop)
         assert [t.finish_reason for t in trajs] == ["done"] * len(rows)
         assert [float(t.info["won"]) for t in trajs] == [won] * len(rows) and [t.reward for t in trajs] == [won] * len(rows)
@@ -177,7 +178,7 @@ def test_recipe_runs_end_to_end(tmp_path, cache):
     from ascent.app.pipeline import train
 
     tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-            "data.num_train=3", "data.num_eval=2", f"data.textworld.cache_dir={cache}", "agent.max_turns=2", "agent.max_turn_tokens=8",
+            "data.num_train=3", "data.num_eval=2", f"data.task.textworld.cache_dir={cache}", "agent.max_turns=2", "agent.max_turn_tokens=8",
             "warmstart.steps=2", "warmstart.batch_size=2", "warmstart.eval_every=0", "train.steps=1", "train.prompts_per_step=2",
             "rollout.samples_per_prompt=2", "train.eval_every=0", "logging.progress=false", f"output_dir={tmp_path}"]
     summary = train(load_config("textworld", tiny))
@@ -189,7 +190,7 @@ def test_recipe_runs_end_to_end(tmp_path, cache):
 
 @needs_tw
 def test_memoised_play_equals_fresh_play(task):
-    from ascent.envs import textworld_task as tt
+    from ascent.tasks import textworld as tt
 
     row = task.train[1]
     spec = task.agent.env_task(row)
@@ -217,9 +218,9 @@ def test_memoised_play_equals_fresh_play(task):
 
 @needs_tw
 def test_instructions_prompt_drops_the_welcome_and_keeps_the_steps(task, cache):
-    from ascent.envs.textworld_task import instructions
+    from ascent.tasks.textworld import instructions
 
-    cfg = TextWorldTaskConfig(prompt="Goal: {instructions}", cache_dir=cache, observation_chars=40)
+    cfg = TextWorldParams(prompt="Goal: {instructions}", cache_dir=cache, observation_chars=40)
     games = TextWorldGames(cfg)
     rows = games.rows(3, range(0, 100), set())
     assert [r["game_seed"] for r in rows] == [r["game_seed"] for r in task.train]

@@ -1,0 +1,27 @@
+"""Tasks: one module per task, each registering itself in `TASKS` with its own parameters, its data builder,
+its reward default, its teacher and (agent tasks) its agent wiring. Importing this package imports every
+task module, so the registry is full.
+
+    data.task=addition(digits=3)                  # YAML: task: {addition: {digits: 3}}
+    data.task=search_world(people=4, hops=[1, 2])  # YAML: task: {search_world: {people: 4, hops: [1, 2]}}
+"""
+
+from ascent.tasks import addition, gsm_symbolic, jsonl, search_world, textworld, word_problems  # noqa: F401
+from ascent.tasks.agent import AgentTask, demonstrations
+from ascent.tasks.base import TASKS, DataError, Row, TaskData, Teacher, answer_teacher, load_task, task_piece
+from ascent.tasks.jsonl import read_jsonl, write_jsonl
+
+__all__ = [
+    "TASKS",
+    "AgentTask",
+    "DataError",
+    "Row",
+    "TaskData",
+    "Teacher",
+    "answer_teacher",
+    "demonstrations",
+    "load_task",
+    "read_jsonl",
+    "task_piece",
+    "write_jsonl",
+]

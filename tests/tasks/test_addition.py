@@ -1,0 +1,91 @@
+"""The addition task (`ascent.tasks.addition`): its train/held-out split, its parameters, and its teacher's
+one systematic mistake."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ascent.config.schema import DataConfig
+from ascent.tasks import DataError, load_task
+from ascent.tasks.addition import addition_teacher
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the addition task and its teacher
+# ---------------------------------------------------------------------------------------------------------
+def test_addition_task_split_and_answers():
+    task = load_task(DataConfig(task="addition(digits=2)", num_eval=200), seed=0)
+    assert len(task.eval) == 200
+    assert len(task.train) == 90 * 90 - 200  # every 2-digit pair, minus the held-out ones
+    train_prompts = {r["prompt"] for r in task.train}
+    eval_prompts = {r["prompt"] for r in task.eval}
+    assert len(eval_prompts) == 200 and len(train_prompts) == len(task.train)  # no duplicates
+    assert not train_prompts & eval_prompts
+    for row in task.train[:500] + task.eval:
+        a, b = int(row["a"]), int(row["b"])
+        assert 10 <= a <= 99 and 10 <= b <= 99
+        assert row["prompt"] == f"{a}+{b}="
+        assert row["answer"] == str(a + b)
+    assert task.reward == "exact_answer"
+
+
+def test_addition_task_num_train_and_determinism():
+    cfg = DataConfig(task="addition(digits=2)", num_eval=50, num_train=300)
+    a, b = load_task(cfg, seed=1), load_task(cfg, seed=1)
+    assert len(a.train) == 300 and len(a.eval) == 50
+    assert a.train == b.train and a.eval == b.eval
+    c = load_task(cfg, seed=2)
+    assert [r["prompt"] for r in c.eval] != [r["prompt"] for r in a.eval]
+
+
+def test_addition_task_num_eval_too_large():
+    with pytest.raises(DataError, match="num_eval"):
+        load_task(DataConfig(task="addition(digits=1)", num_eval=100), seed=0)
+
+
+def test_unknown_task_lists_names():
+    with pytest.raises(KeyError, match="addition"):
+        load_task(DataConfig(task="multiplication"), seed=0)
+
+
+def carries(a: int, b: int) -> bool:
+    return (a % 10) + (b % 10) >= 10
+
+
+def test_teacher_never_wrong_without_ones_carry():
+    teach = addition_teacher(0.6)
+    rng = random.Random(0)
+    for a in range(10, 100):
+        for b in range(10, 100, 7):
+            if not carries(a, b):
+                assert teach({"a": a, "b": b}, rng) == str(a + b)
+
+
+def test_teacher_drops_carry_at_its_rate():
+    teach = addition_teacher(0.6)
+    pick = random.Random(1)
+    rng = random.Random(2)
+    wrong = 0
+    draws = 2000
+    for _ in range(draws):
+        while True:
+            a, b = pick.randrange(10, 100), pick.randrange(10, 100)
+            if carries(a, b):
+                break
+        out = int(teach({"a": a, "b": b}, rng))
+        assert out in (a + b, a + b - 10)  # when wrong, wrong by exactly -10
+        wrong += out == a + b - 10
+    # binomial std at p=0.6, n=2000: 0.011; 0.05 is > 4 sigma
+    assert wrong / draws == pytest.approx(0.6, abs=0.05)
+
+
+def test_teacher_without_mistakes():
+    teach = addition_teacher(0.0)
+    rng = random.Random(0)
+    for a, b in [(17, 25), (99, 99), (55, 55), (10, 10), (19, 81)]:
+        assert teach({"a": a, "b": b}, rng) == str(a + b)
+    always = addition_teacher(1.0)
+    assert always({"a": 17, "b": 25}, rng) == "32"  # the documented mistake: 17+25 -> 32
+    assert always({"a": 12, "b": 25}, rng) == "37"
