@@ -60,7 +60,9 @@ def test_compare_runs_resumes_and_aggregates(tmp_path):
         assert cfg["data"]["split_seed"] == 0 and cfg["control"]["enabled"] is False
         assert r["accuracy_before_rl"] == results["warm_start_accuracy"]  # same weights, same held-out set
     assert "acc @ step 1" in (root / "table.md").read_text() and "accuracy_at_step_1" in results["runs"][0]
-    assert (root / "table.md").read_text().count("| advantage=") == 2 and (root / "curves.png").stat().st_size > 0
+    assert (root / "table.md").read_text().count("| advantage=") == 2
+    png = (root / "curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000  # a real plot, not an empty or truncated file
     # a killed comparison: one run lost its summary (as if killed mid-run); rerunning redoes only that run
     victim = root / "runs" / "advantage=rloo__seed1"
     (victim / "summary.json").unlink()
