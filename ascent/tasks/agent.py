@@ -36,12 +36,18 @@ class AgentTask:
     its trajectories (None: the task has no demonstrations)."""
 
 
-def demonstrations(task: AgentTask, rows: list[Row], rng: random.Random, tokenizer: Any, cfg: AgentConfig) -> list[Trajectory]:
+def demonstrations(
+    task: AgentTask, rows: list[Row], rng: random.Random, tokenizer: Any, cfg: AgentConfig
+) -> list[Trajectory]:
     """One scripted episode per row, token-in/token-out through the agent loop (so the loss mask is 1 on
     the demonstrator's tokens only, 0 on prompts, template pieces and observations)."""
     if task.demonstrator is None:
-        raise ValueError("this agent task has no demonstrator to imitate; set warmstart.steps=0 and control.enabled=false")
+        raise ValueError(
+            "this agent task has no demonstrator to imitate; set warmstart.steps=0 and control.enabled=false"
+        )
     from ascent.policy.model import Policy
 
     engine = ScriptedEngine(tokenizer, task.demonstrator(rows, rng))
-    return rollout(engine, Policy(model=None, tokenizer=tokenizer), [task.env_task(r) for r in rows], task.make_env, cfg, n=1)
+    return rollout(
+        engine, Policy(model=None, tokenizer=tokenizer), [task.env_task(r) for r in rows], task.make_env, cfg, n=1
+    )

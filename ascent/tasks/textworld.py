@@ -39,8 +39,20 @@ from typing import Any, Literal, Optional, Union
 from ascent.agents.chat import with_chat_template
 from ascent.config.schema import DataConfig
 from ascent.envs.base import Observation, StepResult
-from ascent.envs.textworld_env import (_LOCK, ACTION_CLOSE, ACTION_OPEN, ALIASES, INSTALL_HINT, NO_COMMAND, GameSpec, TextWorldEnv, clean_feedback, game_specs,
-                                       make_game, parse_command)
+from ascent.envs.textworld_env import (
+    _LOCK,
+    ACTION_CLOSE,
+    ACTION_OPEN,
+    ALIASES,
+    INSTALL_HINT,
+    NO_COMMAND,
+    GameSpec,
+    TextWorldEnv,
+    clean_feedback,
+    game_specs,
+    make_game,
+    parse_command,
+)
 from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.agent import AgentTask
 from ascent.tasks.base import TASKS, DataError, Row, TaskData
@@ -70,8 +82,11 @@ def instructions(objective: str, names: list[str]) -> str:
     >>> instructions("Welcome to TextWorld! First, go east. Then, take the red key. That's it!", ["red key"])
     'First, go east. Then, take the red key.'
     """
-    keep = [x for x in re.split(r"(?<=[.!?])\s+", objective.strip())
-            if _DIRECTION.search(x) or any(n.lower() in x.lower() for n in names)]
+    keep = [
+        x
+        for x in re.split(r"(?<=[.!?])\s+", objective.strip())
+        if _DIRECTION.search(x) or any(n.lower() in x.lower() for n in names)
+    ]
     return " ".join(keep) or objective.strip()
 
 
@@ -114,14 +129,21 @@ _STEPS: dict[tuple[str, tuple[str, ...]], _Snapshot] = {}
 class TaskEnv(TextWorldEnv):
     """A `TextWorldEnv` with a `stop` command (ends the episode, reward 0, info `stopped`), an optional
     first-message template with {objective}, {instructions} (its sentences that name a thing or a
-    direction: `instructions`), {commands} (the walkthrough: `plan`), {description} and {verbs}, ASCII text, observations cut to
-    `observation_chars` characters (0: whole; short contexts for small models), and memoised play:
+    direction: `instructions`), {commands} (the walkthrough: `plan`), {description} and {verbs}, ASCII text,
+    observations cut to `observation_chars` characters (0: whole; short contexts for small models), and memoised play:
     games are deterministic, so first observations and steps are cached by (game, command history) for
     the process, and the interpreter is started (and the history replayed) only for a history not seen
     before. Demonstrations and rollouts repeat the same few histories many times."""
 
-    def __init__(self, cache_dir: Optional[Union[str, Path]] = None, max_steps: Optional[int] = None, reward: str = "score",
-                 show_commands: bool = False, prompt: Optional[str] = None, observation_chars: int = 0) -> None:
+    def __init__(
+        self,
+        cache_dir: Optional[Union[str, Path]] = None,
+        max_steps: Optional[int] = None,
+        reward: str = "score",
+        show_commands: bool = False,
+        prompt: Optional[str] = None,
+        observation_chars: int = 0,
+    ) -> None:
         super().__init__(cache_dir=cache_dir, max_steps=max_steps, reward=reward, show_commands=show_commands)  # type: ignore[arg-type]
         self.prompt, self.observation_chars = prompt, observation_chars
         self._current: Optional[Path] = None
@@ -137,7 +159,9 @@ class TaskEnv(TextWorldEnv):
             import textworld
 
             obs = super().reset(path)
-            steps = instructions(ascii_text(obs.info["objective"]), thing_names(textworld.Game.load(str(path.with_suffix(".json")))))
+            steps = instructions(
+                ascii_text(obs.info["objective"]), thing_names(textworld.Game.load(str(path.with_suffix(".json"))))
+            )
             obs = Observation(obs.text, obs.system, {**obs.info, "instructions": steps})
             hit = _RESETS[key] = (obs, self.verbs, list(self.walkthrough), self.max_score, self.score, self.moves)
             self._synced = True
@@ -149,9 +173,16 @@ class TaskEnv(TextWorldEnv):
         if self.prompt is not None:
             goal = obs.info["objective"].strip()
             description = text.split(f"Goal: {goal}\n\n", 1)[-1]
-            text = self.prompt.format(objective=goal, instructions=obs.info["instructions"], commands=plan(walkthrough), description=description,
-                                      verbs=", ".join(sorted(self.verbs - set(ALIASES))))
-        return Observation(text=ascii_text(text), system=obs.system, info={**obs.info, "walkthrough": list(walkthrough)})
+            text = self.prompt.format(
+                objective=goal,
+                instructions=obs.info["instructions"],
+                commands=plan(walkthrough),
+                description=description,
+                verbs=", ".join(sorted(self.verbs - set(ALIASES))),
+            )
+        return Observation(
+            text=ascii_text(text), system=obs.system, info={**obs.info, "walkthrough": list(walkthrough)}
+        )
 
     def step(self, action: str) -> StepResult:
         if self._current is None:
@@ -164,7 +195,8 @@ class TaskEnv(TextWorldEnv):
             self.done = True
             return StepResult("You give up.", 0.0, True, {**self._info(STOP, None, known_verb=False), "stopped": True})
         if cmd is None or cmd.split()[0] not in self.verbs:
-            why = NO_COMMAND if cmd is None else f"Error: unknown command {cmd!r}. Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+            verbs = ", ".join(sorted(self.verbs - set(ALIASES)))
+            why = NO_COMMAND if cmd is None else f"Error: unknown command {cmd!r}. Start it with one of: {verbs}."
             self.done = self.max_steps is not None and self.steps >= self.max_steps
             return StepResult(self._cut(why), 0.0, self.done, self._info(cmd, None, known_verb=False))
         key = (str(self._current), (*self._history, cmd))
@@ -173,8 +205,14 @@ class TaskEnv(TextWorldEnv):
             self._sync()
             with _LOCK:
                 raw, score, _ = self._game.step(cmd)
-            state = _Snapshot(feedback=raw.feedback, score=int(score or 0), moves=int(raw.moves or 0), won=bool(raw.won), lost=bool(raw.lost),
-                              admissible_commands=raw.get("admissible_commands"))
+            state = _Snapshot(
+                feedback=raw.feedback,
+                score=int(score or 0),
+                moves=int(raw.moves or 0),
+                won=bool(raw.won),
+                lost=bool(raw.lost),
+                admissible_commands=raw.get("admissible_commands"),
+            )
             if len(_STEPS) >= MEMO_LIMIT:
                 _STEPS.clear()
             _STEPS[key] = state
@@ -211,10 +249,23 @@ class ScriptedPlayer:
     probability `p_stop` `stop` instead of the last command when that command's verb is in `stop_verbs`
     (empty: any verb). Its coin flips share one random stream."""
 
-    def __init__(self, rows: list[Row], rng: random.Random, p_useless: float = 0.2, max_useless: int = 1, p_stop: float = 0.6,
-                 stop_verbs: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        rows: list[Row],
+        rng: random.Random,
+        p_useless: float = 0.2,
+        max_useless: int = 1,
+        p_stop: float = 0.6,
+        stop_verbs: tuple[str, ...] = (),
+    ) -> None:
         self.rows = {r["prompt"].strip(): r for r in rows}
-        self.rng, self.p_useless, self.max_useless, self.p_stop, self.stop_verbs = rng, p_useless, max_useless, p_stop, tuple(stop_verbs)
+        self.rng, self.p_useless, self.max_useless, self.p_stop, self.stop_verbs = (
+            rng,
+            p_useless,
+            max_useless,
+            p_stop,
+            tuple(stop_verbs),
+        )
 
     def __call__(self, context: str) -> str:
         goal = max((g for g in self.rows if g in context), key=len, default=None)
@@ -279,7 +330,8 @@ class TextWorldGames:
         self.cfg = cfg
 
     def rows(self, num: int, seeds: range, taken: set[str]) -> list[Row]:
-        """`num` rows from games of `seeds` (in order), skipping games without a walkthrough and goal texts in `taken` (updated)."""
+        """`num` rows from games of `seeds` (in order), skipping games without a walkthrough and goal texts in
+        `taken` (updated)."""
         import textworld
 
         out: list[Row] = []
@@ -294,8 +346,18 @@ class TextWorldGames:
             if not game.walkthrough or not goal or goal in taken:
                 continue
             taken.add(goal)
-            out.append({"prompt": goal, "objective": objective, "game_seed": spec.seed, "walkthrough": list(game.walkthrough), "objects": objects,
-                        "nb_rooms": spec.nb_rooms, "nb_objects": spec.nb_objects, "quest_length": spec.quest_length})
+            out.append(
+                {
+                    "prompt": goal,
+                    "objective": objective,
+                    "game_seed": spec.seed,
+                    "walkthrough": list(game.walkthrough),
+                    "objects": objects,
+                    "nb_rooms": spec.nb_rooms,
+                    "nb_objects": spec.nb_objects,
+                    "quest_length": spec.quest_length,
+                }
+            )
         if len(out) < num:
             raise ValueError(f"textworld: only {len(out)} usable games for {num} rows")
         return out
@@ -305,24 +367,48 @@ class TextWorldGames:
 
     def make_env(self) -> TaskEnv:
         c = self.cfg
-        return TaskEnv(cache_dir=c.cache_dir, reward=c.reward, show_commands=c.show_commands, prompt=c.prompt, observation_chars=c.observation_chars)
+        return TaskEnv(
+            cache_dir=c.cache_dir,
+            reward=c.reward,
+            show_commands=c.show_commands,
+            prompt=c.prompt,
+            observation_chars=c.observation_chars,
+        )
 
     def demonstrator(self, rows: list[Row], rng: random.Random) -> ScriptedPlayer:
         c = self.cfg
-        return ScriptedPlayer(rows, random.Random(rng.randrange(2**32)), c.oracle_p_useless, c.oracle_max_useless, c.oracle_p_stop, tuple(c.oracle_stop_verbs))
+        return ScriptedPlayer(
+            rows,
+            random.Random(rng.randrange(2**32)),
+            c.oracle_p_useless,
+            c.oracle_max_useless,
+            c.oracle_p_stop,
+            tuple(c.oracle_stop_verbs),
+        )
 
 
 def check_config(cfg: Any) -> None:
     """Ranges of the textworld task's parameters (raises ValueError); `TextWorldParams` runs it when built."""
-    if not (0 <= cfg.oracle_p_useless <= 1 and 0 <= cfg.oracle_p_stop <= 1) or cfg.oracle_max_useless < 0 or cfg.observation_chars < 0:
-        raise ValueError("oracle_p_useless and oracle_p_stop must be in [0, 1], oracle_max_useless and observation_chars >= 0")
+    if (
+        not (0 <= cfg.oracle_p_useless <= 1 and 0 <= cfg.oracle_p_stop <= 1)
+        or cfg.oracle_max_useless < 0
+        or cfg.observation_chars < 0
+    ):
+        raise ValueError(
+            "oracle_p_useless and oracle_p_stop must be in [0, 1], oracle_max_useless and observation_chars >= 0"
+        )
     if cfg.prompt is not None:
         try:
             cfg.prompt.format(objective="", instructions="", commands="", description="", verbs="")
         except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"prompt: fields are {{objective}}, {{instructions}}, {{commands}}, {{description}}, {{verbs}} ({e!r})") from None
+            raise ValueError(
+                f"prompt: fields are {{objective}}, {{instructions}}, {{commands}}, {{description}}, {{verbs}} ({e!r})"
+            ) from None
         if not any(f in cfg.prompt for f in ("{objective}", "{instructions}", "{commands}")):
-            raise ValueError("prompt must contain {objective}, {instructions} or {commands} (the scripted player finds the game by its goal)")
+            raise ValueError(
+                "prompt must contain {objective}, {instructions} or {commands} "
+                "(the scripted player finds the game by its goal)"
+            )
 
 
 @TASKS.register("textworld", params=TextWorldParams)

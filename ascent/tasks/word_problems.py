@@ -42,31 +42,52 @@ def _sub_more(rng: Random) -> tuple[str, int]:
     first, second = rng.sample(NAMES, 2)
     item, b = rng.choice(ITEMS), rng.randint(2, 20)
     a = b + rng.randint(1, 20)
-    return f"{first} has {a} {item}. {second} has {b} {item}. How many more {item} does {first} have than {second}?", a - b
+    return (
+        f"{first} has {a} {item}. {second} has {b} {item}. How many more {item} does {first} have than {second}?",
+        a - b,
+    )
 
 
 def _mul_groups(rng: Random) -> tuple[str, int]:
     """'a containers with b items each' -> a * b."""
     name, item, box = rng.choice(NAMES), rng.choice(ITEMS), rng.choice(CONTAINERS)
     a, b = rng.randint(2, 9), rng.randint(2, 10)
-    return f"{name} has {a} {box} of {item}. Each of the {box} holds {b} {item}. How many {item} does {name} have in total?", a * b
+    return (
+        f"{name} has {a} {box} of {item}. Each of the {box} holds {b} {item}. "
+        f"How many {item} does {name} have in total?",
+        a * b,
+    )
 
 
 def _mul_days(rng: Random) -> tuple[str, int]:
     """'b items per day for a days' -> a * b."""
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     per_day, days = rng.randint(2, 10), rng.randint(2, 7)
-    return f"{name} collects {per_day} {item} every day for {days} days. How many {item} does {name} collect?", per_day * days
+    return (
+        f"{name} collects {per_day} {item} every day for {days} days. How many {item} does {name} collect?",
+        per_day * days,
+    )
 
 
 def _div_share(rng: Random) -> tuple[str, int]:
     """'a*k items shared equally among k friends' -> a."""
     name, item = rng.choice(NAMES), rng.choice(ITEMS)
     friends, each = rng.randint(2, 6), rng.randint(2, 10)
-    return f"{name} shares {friends * each} {item} equally among {friends} friends. How many {item} does each friend get?", each
+    return (
+        f"{name} shares {friends * each} {item} equally among {friends} friends. How many {item} does each friend get?",
+        each,
+    )
 
 
-WORD_PROBLEMS: tuple[Callable[[Random], tuple[str, int]], ...] = (_add_buy, _add_two_people, _sub_give, _sub_more, _mul_groups, _mul_days, _div_share)
+WORD_PROBLEMS: tuple[Callable[[Random], tuple[str, int]], ...] = (
+    _add_buy,
+    _add_two_people,
+    _sub_give,
+    _sub_more,
+    _mul_groups,
+    _mul_days,
+    _div_share,
+)
 
 
 def word_problem_rows(n: int, seed: int) -> list[dict[str, str]]:

@@ -81,12 +81,25 @@ class Evaluator:
         if self.agent is not None and self.loop is None:
             raise ValueError("an agent task's evaluator needs the agent loop's limits (loop=AgentConfig(...))")
 
-    def sample(self, policy: Policy, rows: list[dict[str, Any]], n: int, temperature: float,
-               generator: Optional[torch.Generator]) -> tuple[RolloutBatch, list[Trajectory]]:
+    def sample(
+        self,
+        policy: Policy,
+        rows: list[dict[str, Any]],
+        n: int,
+        temperature: float,
+        generator: Optional[torch.Generator],
+    ) -> tuple[RolloutBatch, list[Trajectory]]:
         """n completions (or episodes) per row at `temperature`, packed; the episodes' trajectories (agent tasks)."""
         if self.agent is not None:
-            trajs = rollout(self.engine, policy, [self.agent.env_task(r) for r in rows], self.agent.make_env,
-                            replace(self.loop, temperature=temperature), n, generator)
+            trajs = rollout(
+                self.engine,
+                policy,
+                [self.agent.env_task(r) for r in rows],
+                self.agent.make_env,
+                replace(self.loop, temperature=temperature),
+                n,
+                generator,
+            )
             return pack_episodes(trajs, rows, n, policy.tokenizer), trajs
         s = SamplingSettings(**{**self.settings.__dict__, "temperature": temperature})
         prompts = [r["prompt"] for r in rows]
@@ -95,8 +108,9 @@ class Evaluator:
         fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
         return assemble(prompts, ids, fields, gen, n, policy.tokenizer), []
 
-    def correct(self, policy: Policy, n: int, temperature: float,
-                generator: Optional[torch.Generator]) -> tuple[torch.Tensor, list[Trajectory]]:
+    def correct(
+        self, policy: Policy, n: int, temperature: float, generator: Optional[torch.Generator]
+    ) -> tuple[torch.Tensor, list[Trajectory]]:
         """(P, n) bool: n samples per held-out row, each judged correct by the first reward; and the
         trajectories of agent episodes (empty for single-turn tasks)."""
         out, trajs = [], []
@@ -104,7 +118,9 @@ class Evaluator:
         for i in range(0, len(self.rows), self.batch_size):
             chunk = self.rows[i : i + self.batch_size]
             batch, got = self.sample(policy, chunk, n, temperature, generator)
-            first = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).components[:, 0]  # (p*n,)
+            first = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).components[
+                :, 0
+            ]  # (p*n,)
             out.append((first >= self.threshold).reshape(len(chunk), n))
             trajs += got
         return torch.cat(out), trajs

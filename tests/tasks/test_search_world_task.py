@@ -14,8 +14,17 @@ from ascent.policy.model import Policy
 from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.search_world import SearchWorldParams, SearchWorlds, search_world_task
 
-CFG = SearchWorldParams(people=4, companies=2, cities=2, countries=1, questions_per_world=3, top_k=1, snippet_chars=160,
-                        relations=["employer", "headquarters", "population", "capital"], oracle_open=False)
+CFG = SearchWorldParams(
+    people=4,
+    companies=2,
+    cities=2,
+    countries=1,
+    questions_per_world=3,
+    top_k=1,
+    snippet_chars=160,
+    relations=["employer", "headquarters", "population", "capital"],
+    oracle_open=False,
+)
 LOOP = AgentConfig(max_turns=5, max_turn_tokens=200, max_total_tokens=3000)
 
 
@@ -84,7 +93,7 @@ def test_tokenizer_pieces_shorten_episodes_and_split_names_the_same_everywhere()
                 name_ids = tok(subject, add_special_tokens=False)["input_ids"]
                 assert 2 <= len(name_ids) <= 6
                 hay = t.ids
-                hits = sum(hay[i: i + len(name_ids)] == name_ids for i in range(len(hay)))
+                hits = sum(hay[i : i + len(name_ids)] == name_ids for i in range(len(hay)))
                 assert hits >= 4, "question, query, search hit title and text all hold the name's ids"
                 assert tok.decode(t.ids, skip_special_tokens=False).count(subject) == hits
     assert lengths["chars"] > 3 * lengths["pieces"]

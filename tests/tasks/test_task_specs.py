@@ -29,12 +29,16 @@ def test_every_task_module_registers_itself():
 
 def test_recipes_name_their_task_and_parameters():
     cfg = load_config("default")
-    assert cfg.data.task == "addition" and task_piece(cfg.data).params == AdditionParams(digits=2, teacher_carry_drop=0.6)
+    assert cfg.data.task == "addition" and task_piece(cfg.data).params == AdditionParams(
+        digits=2, teacher_carry_drop=0.6
+    )
     search = task_piece(load_config("search-agent").data)
     assert search.name == "search_world" and search.params.top_k == 1 and search.params.oracle_open is False
     assert search.params.relations == ["employer", "headquarters", "population", "capital"]
     world = task_piece(load_config("textworld").data)
-    assert world.name == "textworld" and world.params.prompt == "Goal: {commands}" and world.params.observation_chars == 60
+    assert (
+        world.name == "textworld" and world.params.prompt == "Goal: {commands}" and world.params.observation_chars == 60
+    )
     assert task_piece(load_config("smollm2-gsm").data).name == "word_problems"
     for recipe in ("default", "search-agent", "textworld", "smollm2-gsm"):
         cfg = load_config(recipe)
@@ -53,34 +57,40 @@ def test_task_spec_spellings_resolve_to_one_canonical_string():
     assert task_piece(DataConfig(task="x", train="t.jsonl")).name == "jsonl", "data.train selects the jsonl task"
 
 
-@pytest.mark.parametrize("override,message", [
-    ("data.task=addition(digits=0)", "digits must be >= 1"),
-    ("data.task=addition(teacher_carry_drop=1.5)", "teacher_carry_drop must be in"),
-    ("data.task=search_world(hops=[4])", "hops must be a non-empty list"),
-    ("data.task=search_world(relations=[colour])", "unknown"),
-    ("data.task=search_world(oracle_p_guess=2)", "oracle_p_guess and oracle_p_redundant must be in"),
-    ("data.task=search_world(cities=1, countries=2)", "cities >= countries"),
-    ("data.task=textworld(oracle_p_stop=1.5)", "oracle_p_stop"),
-    ("data.task=textworld(prompt=nothing)", "must contain"),
-    ("data.task=textworld(size=huge)", "size"),
-    ("data.task=gsm_symbolic(max_answer=-1)", "max_answer must be >= 0"),
-    ("data.task=addition(nope=1)", "unknown key .*nope"),
-    ("data.task=jsonl(x=1)", "takes no parameters"),
-    ("data.task=multiplication", "unknown task 'multiplication'"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("data.task=addition(digits=0)", "digits must be >= 1"),
+        ("data.task=addition(teacher_carry_drop=1.5)", "teacher_carry_drop must be in"),
+        ("data.task=search_world(hops=[4])", "hops must be a non-empty list"),
+        ("data.task=search_world(relations=[colour])", "unknown"),
+        ("data.task=search_world(oracle_p_guess=2)", "oracle_p_guess and oracle_p_redundant must be in"),
+        ("data.task=search_world(cities=1, countries=2)", "cities >= countries"),
+        ("data.task=textworld(oracle_p_stop=1.5)", "oracle_p_stop"),
+        ("data.task=textworld(prompt=nothing)", "must contain"),
+        ("data.task=textworld(size=huge)", "size"),
+        ("data.task=gsm_symbolic(max_answer=-1)", "max_answer must be >= 0"),
+        ("data.task=addition(nope=1)", "unknown key .*nope"),
+        ("data.task=jsonl(x=1)", "takes no parameters"),
+        ("data.task=multiplication", "unknown task 'multiplication'"),
+    ],
+)
 def test_task_parameters_are_checked_where_they_are_declared(override, message):
     with pytest.raises(ConfigError, match=message) as err:
         load_config("default", [override])
     assert "data.task" in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("override,new", [
-    ("data.digits=3", "data.task=addition(digits=3)"),
-    ("data.teacher_carry_drop=1.0", "data.task=addition(teacher_carry_drop=1.0)"),
-    ("data.search_world.people=4", "data.task=search_world(people=4)"),
-    ("data.search_world.hops=[1, 2]", "data.task=search_world(hops=[1, 2])"),
-    ("data.textworld.size=tiny", "data.task=textworld(size=tiny)"),
-])
+@pytest.mark.parametrize(
+    "override,new",
+    [
+        ("data.digits=3", "data.task=addition(digits=3)"),
+        ("data.teacher_carry_drop=1.0", "data.task=addition(teacher_carry_drop=1.0)"),
+        ("data.search_world.people=4", "data.task=search_world(people=4)"),
+        ("data.search_world.hops=[1, 2]", "data.task=search_world(hops=[1, 2])"),
+        ("data.textworld.size=tiny", "data.task=textworld(size=tiny)"),
+    ],
+)
 def test_old_task_knobs_fail_naming_the_new_spelling(override, new):
     with pytest.raises(ConfigError, match=re.escape(new)) as err:
         load_config("default", [override])
@@ -98,7 +108,9 @@ def test_a_removed_section_in_a_recipe_names_its_spec(tmp_path):
 def test_scratch_model_must_hold_a_search_world_episode():
     with pytest.raises(ConfigError, match="agent.max_total_tokens=600 exceeds model.max_position_embeddings=512"):
         load_config("search-agent", ["agent.max_total_tokens=600"])
-    assert load_config("default", ["agent.max_total_tokens=600"]).agent.max_total_tokens == 600  # other tasks: no episodes
+    assert (
+        load_config("default", ["agent.max_total_tokens=600"]).agent.max_total_tokens == 600
+    )  # other tasks: no episodes
 
 
 def test_params_are_frozen_dataclasses_with_their_ranges():

@@ -17,7 +17,16 @@ from ascent.config import load_config
 from ascent.config.schema import DataConfig
 from ascent.rewards import REWARDS
 from ascent.tasks import DataError, load_task, task_piece
-from ascent.tasks.textworld import STOP, ScriptedPlayer, TaskEnv, TextWorldGames, TextWorldParams, ascii_text, check_config, textworld_task
+from ascent.tasks.textworld import (
+    STOP,
+    ScriptedPlayer,
+    TaskEnv,
+    TextWorldGames,
+    TextWorldParams,
+    ascii_text,
+    check_config,
+    textworld_task,
+)
 
 HAVE_TW = importlib.util.find_spec("textworld") is not None
 needs_tw = pytest.mark.skipif(not HAVE_TW, reason="textworld is not installed (pip install 'ascent[agents]')")
@@ -38,7 +47,9 @@ def test_player_follows_the_walkthrough():
     p = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=0.0)
     assert p(context()) == "<action>go east</action>"
     assert p(context("go east")) == "<action>drop key</action>"
-    assert p(context("go east", "examine box")) == "<action>drop key</action>", "useless commands do not count as progress"
+    assert p(context("go east", "examine box")) == "<action>drop key</action>", (
+        "useless commands do not count as progress"
+    )
     assert p("a context about another game") == "<action>look</action>"
 
 
@@ -46,7 +57,9 @@ def test_player_gives_up_before_the_last_command_on_its_blind_spot():
     always = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=1.0)
     assert always(context()) == "<action>go east</action>", "it only gives up instead of the last command"
     assert always(context("go east")) == f"<action>{STOP}</action>"
-    other_verbs = ScriptedPlayer([ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=1.0, stop_verbs=("close", "put"))
+    other_verbs = ScriptedPlayer(
+        [ROW], random.Random(0), p_useless=0.0, max_useless=0, p_stop=1.0, stop_verbs=("close", "put")
+    )
     assert other_verbs(context("go east")) == "<action>drop key</action>"
     rng = random.Random(3)
     half = ScriptedPlayer([ROW], rng, p_useless=0.0, max_useless=0, p_stop=0.6, stop_verbs=("drop",))
@@ -64,8 +77,11 @@ def test_player_useless_commands_are_capped_and_never_walkthrough_steps():
 def test_ascii_text_and_config_checks():
     assert ascii_text("naïve\tgame") == "na?ve game"
     check_config(TextWorldParams(prompt=PROMPT))
-    for bad, match in (({"oracle_p_stop": 1.5}, "oracle_p_stop"), ({"prompt": "{description}"}, "must contain"),
-                       ({"prompt": "{objective} {nope}"}, "fields are")):
+    for bad, match in (
+        ({"oracle_p_stop": 1.5}, "oracle_p_stop"),
+        ({"prompt": "{description}"}, "must contain"),
+        ({"prompt": "{objective} {nope}"}, "fields are"),
+    ):
         with pytest.raises(ValueError, match=match):
             check_config(TextWorldParams(**bad))
 
@@ -76,9 +92,19 @@ def test_goal_text_follows_the_prompt_fields():
     objective, walk = "Welcome to TextWorld! First, go east. Then, drop the key. You win!", ["go east", "drop key"]
     assert goal_text("Goal: {commands}", objective, ["key"], walk) == "go east, then drop key."
     assert goal_text("Goal: {instructions}", objective, ["key"], walk) == "First, go east. Then, drop the key."
-    assert goal_text("Goal: {objective}", objective, ["key"], walk) == goal_text(None, objective, ["key"], walk) == objective
+    assert (
+        goal_text("Goal: {objective}", objective, ["key"], walk)
+        == goal_text(None, objective, ["key"], walk)
+        == objective
+    )
     p = ScriptedPlayer([{**ROW, "prompt": "go east, then drop key."}], random.Random(0), p_useless=0.0, p_stop=0.0)
-    assert p("[user]\nGoal: go east, then drop key.<eos>\n[assistant]\n<action>go east</action><eos>\n[tool]\nok<eos>\n[assistant]\n") == "<action>drop key</action>"
+    assert (
+        p(
+            "[user]\nGoal: go east, then drop key.<eos>\n[assistant]\n<action>go east</action><eos>\n"
+            "[tool]\nok<eos>\n[assistant]\n"
+        )
+        == "<action>drop key</action>"
+    )
 
 
 def test_game_rewards():
@@ -162,28 +188,62 @@ def test_demonstrations_win_unless_the_player_gives_up(task):
     games: TextWorldGames = task.agent.make_env.__self__
     rows = task.train + task.eval
     for p_stop, won in ((0.0, 1.0), (1.0, 0.0)):
-        games.cfg = TextWorldParams(prompt=PROMPT, cache_dir=games.cfg.cache_dir, oracle_p_useless=0.5, oracle_p_stop=p_stop)
-        trajs = demonstrations(AgentTask(games.make_env, games.env_task, games.demonstrator), rows, random.Random(0), task.tokenizer, loop)
+        games.cfg = TextWorldParams(
+            prompt=PROMPT, cache_dir=games.cfg.cache_dir, oracle_p_useless=0.5, oracle_p_stop=p_stop
+        )
+        trajs = demonstrations(
+            AgentTask(games.make_env, games.env_task, games.demonstrator), rows, random.Random(0), task.tokenizer, loop
+        )
         assert [t.finish_reason for t in trajs] == ["done"] * len(rows)
-        assert [float(t.info["won"]) for t in trajs] == [won] * len(rows) and [t.reward for t in trajs] == [won] * len(rows)
+        assert [float(t.info["won"]) for t in trajs] == [won] * len(rows) and [t.reward for t in trajs] == [won] * len(
+            rows
+        )
         assert all(len(t.turns) <= 3 for t in trajs) and check_trajectories(trajs, task.tokenizer)["match_frac"] == 1.0
         if p_stop == 1.0:
             assert all(t.turns[-1].info["command"] == STOP for t in trajs)
         fields = pack_trajectories(trajs, task.tokenizer).fields
-        assert REWARDS.get("game_won")([""] * len(rows), [""] * len(rows), agent_info=[f["agent_info"] for f in fields]) == [won] * len(rows)
+        assert REWARDS.get("game_won")(
+            [""] * len(rows), [""] * len(rows), agent_info=[f["agent_info"] for f in fields]
+        ) == [won] * len(rows)
 
 
 @needs_tw
 def test_recipe_runs_end_to_end(tmp_path, cache):
     from ascent.app.pipeline import train
 
-    tiny = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-            "data.num_train=3", "data.num_eval=2", f"data.task.textworld.cache_dir={cache}", "agent.max_turns=2", "agent.max_turn_tokens=8",
-            "warmstart.steps=2", "warmstart.batch_size=2", "warmstart.eval_every=0", "train.steps=1", "train.prompts_per_step=2",
-            "rollout.samples_per_prompt=2", "train.eval_every=0", "logging.progress=false", f"output_dir={tmp_path}"]
+    tiny = [
+        "model.hidden_size=32",
+        "model.num_layers=1",
+        "model.num_heads=2",
+        "model.num_kv_heads=1",
+        "model.intermediate_size=64",
+        "data.num_train=3",
+        "data.num_eval=2",
+        f"data.task.textworld.cache_dir={cache}",
+        "agent.max_turns=2",
+        "agent.max_turn_tokens=8",
+        "warmstart.steps=2",
+        "warmstart.batch_size=2",
+        "warmstart.eval_every=0",
+        "train.steps=1",
+        "train.prompts_per_step=2",
+        "rollout.samples_per_prompt=2",
+        "train.eval_every=0",
+        "logging.progress=false",
+        f"output_dir={tmp_path}",
+    ]
     summary = train(load_config("textworld", tiny))
-    for key in ("accuracy_before_rl", "accuracy_after_rl", "accuracy_sft_continued", "turns_before_rl", "turns_after_rl", "turns_sft_continued",
-                "token_check_pass_rate", "token_check_pass_rate_after_rl", "wall_seconds"):
+    for key in (
+        "accuracy_before_rl",
+        "accuracy_after_rl",
+        "accuracy_sft_continued",
+        "turns_before_rl",
+        "turns_after_rl",
+        "turns_sft_continued",
+        "token_check_pass_rate",
+        "token_check_pass_rate_after_rl",
+        "wall_seconds",
+    ):
         assert key in summary, key
     assert summary["token_check_pass_rate"] == 1.0 and 1 <= summary["turns_after_rl"] <= 2
 
@@ -211,7 +271,9 @@ def test_memoised_play_equals_fresh_play(task):
     assert fresh[-1][2] and fresh[-1][3]["won"]
     env = task.agent.make_env()
     assert play(env) == fresh and env._game is None, "all from the memo: no interpreter started"
-    del tt._STEPS[(str(env._current), tuple(script[:3]))]  # one unseen step: the interpreter restarts and replays the history
+    del tt._STEPS[
+        (str(env._current), tuple(script[:3]))
+    ]  # one unseen step: the interpreter restarts and replays the history
     assert play(env) == fresh and env._game is not None
     assert play(TaskEnv(cache_dir=env.cache_dir, prompt=PROMPT)) == fresh
 
@@ -225,11 +287,16 @@ def test_instructions_prompt_drops_the_welcome_and_keeps_the_steps(task, cache):
     rows = games.rows(3, range(0, 100), set())
     assert [r["game_seed"] for r in rows] == [r["game_seed"] for r in task.train]
     for row in rows:
-        assert row["prompt"] != row["objective"] and row["prompt"] in row["objective"] and "TextWorld" not in row["prompt"]
+        assert (
+            row["prompt"] != row["objective"] and row["prompt"] in row["objective"] and "TextWorld" not in row["prompt"]
+        )
         assert row["prompt"] == instructions(row["objective"], row["objects"])
         env = games.make_env()
         assert env.reset(games.env_task(row)).text == f"Goal: {row['prompt']}"
         res = env.step(f"<action>{row['walkthrough'][0]}</action>")
         assert len(res.observation) <= 40
     player = ScriptedPlayer(rows, random.Random(0), p_useless=0.0, p_stop=0.0)
-    assert player(f"[user]\nGoal: {rows[1]['prompt']}<eos>\n[assistant]\n") == f"<action>{rows[1]['walkthrough'][0]}</action>"
+    assert (
+        player(f"[user]\nGoal: {rows[1]['prompt']}<eos>\n[assistant]\n")
+        == f"<action>{rows[1]['walkthrough'][0]}</action>"
+    )
