@@ -30,18 +30,36 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "ascent"
 
 # Lowest first: a package may import only packages that come before it. Names not (yet) in the tree are ignored.
-LAYERS = ["ascent.typed", "ascent.registry", "ascent.config.schema", "ascent.algorithms", "ascent.kernels",
-          "ascent.logging", "ascent.policy", "ascent.data", "ascent.rollout", "ascent.envs", "ascent.rewards",
-          "ascent.agents", "ascent.tasks", "ascent.config", "ascent.trainer", "ascent.runtime", "ascent.app",
-          "ascent.cli"]
+LAYERS = [
+    "ascent.typed",
+    "ascent.registry",
+    "ascent.config.schema",
+    "ascent.algorithms",
+    "ascent.kernels",
+    "ascent.logging",
+    "ascent.policy",
+    "ascent.data",
+    "ascent.rollout",
+    "ascent.envs",
+    "ascent.rewards",
+    "ascent.agents",
+    "ascent.tasks",
+    "ascent.config",
+    "ascent.trainer",
+    "ascent.runtime",
+    "ascent.app",
+    "ascent.cli",
+]
 OWN_NODES = {"ascent.config.schema"}  # modules that are a package node of their own (see the module docstring)
 
 # Technique names that must not appear in the generic loop (identifiers and strings; comments are not scanned).
 # Identifiers are split into words at "_" and at camelCase humps, so a_star_values, AStarState, use_critic,
 # self._v_star, "dapo" and DistilCache all match, while words that merely contain one (e.g. "staccato") do not.
 # "teacher" is not one: the warm start imitates the task's teacher, and teacher forcing is generic.
-TECHNIQUE_WORDS = re.compile(r"a star|v star|astar|vstar|critics?|gae|dapo|dynamic sampling|distil\w*"
-                             r"|taco|rebel|agro")
+TECHNIQUE_WORDS = re.compile(
+    r"a star|v star|astar|vstar|critics?|gae|dapo|dynamic sampling|distil\w*"
+    r"|taco|rebel|agro"
+)
 
 
 @dataclass(frozen=True)
@@ -217,8 +235,11 @@ def describe(circle: list[str], edges) -> str:
     return "\n".join(lines)
 
 
-def describe_all(circles: list[list[str]], edges) -> str:
-    return "\n\n".join(describe(c, edges) for c in circles)
+def describe_all(circles: list[list[str]], edges, shown: int = 12) -> str:
+    """The shortest circles first (the most direct ones to break), at most `shown` of them."""
+    ordered = sorted(circles, key=len)
+    text = "\n\n".join(describe(c, edges) for c in ordered[:shown])
+    return text + (f"\n\n  ... and {len(ordered) - shown} longer circle(s)" if len(ordered) > shown else "")
 
 
 # ------------------------------------------------------------------------------------------- the helpers themselves
@@ -228,8 +249,18 @@ def test_cycle_finder_on_a_known_graph():
     def imp(a, b):
         return Import(a, b, a, 1, True)
 
-    edges = graph([imp("a", "b"), imp("b", "c"), imp("c", "a"), imp("c", "d"), imp("d", "e"), imp("e", "d"),
-                   imp("f", "a"), imp("b", "a")])
+    edges = graph(
+        [
+            imp("a", "b"),
+            imp("b", "c"),
+            imp("c", "a"),
+            imp("c", "d"),
+            imp("d", "e"),
+            imp("e", "d"),
+            imp("f", "a"),
+            imp("b", "a"),
+        ]
+    )
     assert strongly_connected(edges) == [["a", "b", "c"], ["d", "e"]]
     assert cycles(edges) == [["a", "b", "a"], ["b", "c", "a", "b"], ["d", "e", "d"]]
     assert cycles(graph([imp("a", "b"), imp("b", "c"), imp("a", "c")])) == []
@@ -237,18 +268,32 @@ def test_cycle_finder_on_a_known_graph():
 
 def test_collector_sees_every_kind_of_import():
     modules = {m: Path() for m in ["ascent", "ascent.a", "ascent.a.b", "ascent.a.c", "ascent.d", "ascent.d.e"]}
-    source = ("import os\nfrom . import b\nfrom .c import f, g\nfrom .. import d\n"
-              "def lazy():\n    from ascent.d import e, h\n    import ascent.d.e.inner\n"
-              "if TYPE_CHECKING:\n    from ascent.gone import x\n"
-              "class K:\n    def m(self):\n        try:\n            from ..d.e import z\n"
-              "        except ImportError:\n            pass\n")
+    source = (
+        "import os\nfrom . import b\nfrom .c import f, g\nfrom .. import d\n"
+        "def lazy():\n    from ascent.d import e, h\n    import ascent.d.e.inner\n"
+        "if TYPE_CHECKING:\n    from ascent.gone import x\n"
+        "class K:\n    def m(self):\n        try:\n            from ..d.e import z\n"
+        "        except ImportError:\n            pass\n"
+    )
     found = imports_in("ascent.a.c", source, "x.py", False, modules)
     got = [(i.name, i.line, i.resolved) for i in found]
-    assert sorted(got) == sorted([("ascent.a.b", 2, True), ("ascent.a.c", 3, True), ("ascent.a.c", 3, True),
-                                  ("ascent.d", 4, True), ("ascent.d.e", 6, True), ("ascent.d", 6, True),
-                                  ("ascent.d.e.inner", 7, False), ("ascent.gone", 9, False), ("ascent.d.e", 13, True)])
-    assert {i.name: i.target for i in found if not i.resolved} == {"ascent.d.e.inner": "ascent.d.e",
-                                                                   "ascent.gone": "ascent"}
+    assert sorted(got) == sorted(
+        [
+            ("ascent.a.b", 2, True),
+            ("ascent.a.c", 3, True),
+            ("ascent.a.c", 3, True),
+            ("ascent.d", 4, True),
+            ("ascent.d.e", 6, True),
+            ("ascent.d", 6, True),
+            ("ascent.d.e.inner", 7, False),
+            ("ascent.gone", 9, False),
+            ("ascent.d.e", 13, True),
+        ]
+    )
+    assert {i.name: i.target for i in found if not i.resolved} == {
+        "ascent.d.e.inner": "ascent.d.e",
+        "ascent.gone": "ascent",
+    }
     # in a package's __init__, "." is the package itself
     got = [i.target for i in imports_in("ascent.a", "from . import b\nfrom .c import f", "x.py", True, modules)]
     assert got == ["ascent.a.b", "ascent.a.c"]
@@ -256,8 +301,11 @@ def test_collector_sees_every_kind_of_import():
 
 
 def test_every_ascent_import_names_a_module_in_the_tree():
-    stale = [f"{imp.where()}: {imp.source} imports {imp.name}, which is not a module under ascent/"
-             for imp in collect_imports() if not imp.resolved]
+    stale = [
+        f"{imp.where()}: {imp.source} imports {imp.name}, which is not a module under ascent/"
+        for imp in collect_imports()
+        if not imp.resolved
+    ]
     assert not stale, "imports of modules that do not exist (moved or renamed?):\n" + "\n".join(stale)
 
 
@@ -267,23 +315,30 @@ def test_every_ascent_import_names_a_module_in_the_tree():
 def test_no_import_circle_between_modules():
     edges = graph(collect_imports())
     found = cycles(edges)
-    assert not found, (f"{len(found)} import circle(s) between modules (imports inside functions count too):\n\n"
-                       + describe_all(found, edges))
+    assert not found, (
+        f"{len(found)} import circle(s) between modules (imports inside functions count too):\n\n"
+        + describe_all(found, edges)
+    )
 
 
 def test_no_import_circle_between_packages():
     edges = graph(collect_imports(), package_of)
     found = cycles(edges)
-    assert not found, (f"{len(found)} import circle(s) between packages (ascent.config.schema is its own node):\n\n"
-                       + describe_all(found, edges))
+    assert not found, (
+        f"{len(found)} import circle(s) between packages (ascent.config.schema is its own node):\n\n"
+        + describe_all(found, edges)
+    )
 
 
 def test_config_schema_is_a_leaf():
     modules = module_files()
     if "ascent.config.schema" not in modules:
         pytest.skip("ascent/config/schema.py does not exist (moved?)")
-    bad = [f"{imp.where()}: imports {imp.target}" for imp in collect_imports()
-           if imp.source == "ascent.config.schema" and imp.target != "ascent.typed"]
+    bad = [
+        f"{imp.where()}: imports {imp.target}"
+        for imp in collect_imports()
+        if imp.source == "ascent.config.schema" and imp.target != "ascent.typed"
+    ]
     assert not bad, "ascent.config.schema may import nothing from ascent but ascent.typed:\n" + "\n".join(bad)
 
 
@@ -300,15 +355,21 @@ def test_packages_import_only_layers_below_them():
     for a in sorted(edges):
         for b, sites in sorted(edges[a].items()):
             if a in rank and b in rank and rank[b] > rank[a]:
-                upward.append(f"  {a} (layer {rank[a]}) imports {b} (layer {rank[b]}): "
-                              + ", ".join(imp.where() for imp in sites))
+                upward.append(
+                    f"  {a} (layer {rank[a]}) imports {b} (layer {rank[b]}): " + ", ".join(imp.where() for imp in sites)
+                )
     problems = []
     if upward:
-        problems.append("packages importing a package above them (order, lowest first: "
-                        + " < ".join(n for n in LAYERS if n in nodes) + "):\n" + "\n".join(upward))
+        problems.append(
+            "packages importing a package above them (order, lowest first: "
+            + " < ".join(n for n in LAYERS if n in nodes)
+            + "):\n"
+            + "\n".join(upward)
+        )
     if unplaced:
-        problems.append("packages not placed in LAYERS (add them in tests/test_architecture.py): "
-                        + ", ".join(unplaced))
+        problems.append(
+            "packages not placed in LAYERS (add them in tests/test_architecture.py): " + ", ".join(unplaced)
+        )
     if root_imports:
         problems.append("ascent/__init__.py must import nothing from ascent:\n  " + "\n  ".join(root_imports))
     assert not problems, "\n\n".join(problems)
@@ -336,16 +397,28 @@ def technique_names(path: Path) -> list[tuple[int, str]]:
 def test_technique_name_finder():
     import tempfile
 
-    text = ('from x import a_star_values, AStarState\nself._v_star = use_critic(gae_lambda)\nmode = "dapo"\n'
-            'class DistilCache: distillation = Distiller\nTeacher = 1\nx = """one\ndynamic_sampling"""\n'
-            '# critic in a comment is fine\nstaccato = tacos + gaelic + rebellion + agronomy + vstar_\n')
+    text = (
+        'from x import a_star_values, AStarState\nself._v_star = use_critic(gae_lambda)\nmode = "dapo"\n'
+        'class DistilCache: distillation = Distiller\nTeacher = 1\nx = """one\ndynamic_sampling"""\n'
+        "# critic in a comment is fine\nstaccato = tacos + gaelic + rebellion + agronomy + vstar_\n"
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(text)
     hits = technique_names(Path(f.name))
     Path(f.name).unlink()
-    assert hits == [(1, "a_star_values"), (1, "AStarState"), (2, "_v_star"), (2, "use_critic"), (2, "gae_lambda"),
-                    (3, "dapo"), (4, "DistilCache"), (4, "distillation"), (4, "Distiller"), (7, "dynamic_sampling"),
-                    (9, "vstar_")]
+    assert hits == [
+        (1, "a_star_values"),
+        (1, "AStarState"),
+        (2, "_v_star"),
+        (2, "use_critic"),
+        (2, "gae_lambda"),
+        (3, "dapo"),
+        (4, "DistilCache"),
+        (4, "distillation"),
+        (4, "Distiller"),
+        (7, "dynamic_sampling"),
+        (9, "vstar_"),
+    ]
 
 
 def test_no_technique_names_in_trainer_or_runtime():
@@ -353,5 +426,7 @@ def test_no_technique_names_in_trainer_or_runtime():
     for folder in ("trainer", "runtime"):
         for path in sorted((PACKAGE / folder).rglob("*.py")):
             found += [f"  {path.relative_to(ROOT)}:{line}: {name}" for line, name in technique_names(path)]
-    assert not found, (f"{len(found)} technique name(s) in the generic loop (ascent/trainer, ascent/runtime); "
-                       "move them into the piece that owns them:\n" + "\n".join(found))
+    assert not found, (
+        f"{len(found)} technique name(s) in the generic loop (ascent/trainer, ascent/runtime); "
+        "move them into the piece that owns them:\n" + "\n".join(found)
+    )
