@@ -1,10 +1,10 @@
 """`ascent train | eval | list` — the command line.
 
-    ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
-    ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
-    ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
-    ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
-    ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
+ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
+ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
+ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
+ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
+ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.tasks import DataError
     from ascent.trainer.rl import TrainingError
 
-    return (CompareError, ConfigError, DataError, UnknownNameError, RewardSpecError, RunDirError, TrainingError, FileNotFoundError)
+    return (
+        CompareError,
+        ConfigError,
+        DataError,
+        UnknownNameError,
+        RewardSpecError,
+        RunDirError,
+        TrainingError,
+        FileNotFoundError,
+    )
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -68,7 +77,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     overrides = [a for a in args.items if "=" in a]
     if len(recipes) > 1:
         raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
-    compare(recipes[0] if recipes else "default", overrides, args.vary, args.variants, args.seeds, args.name, args.jobs, args.output_dir, args.overwrite)
+    compare(
+        recipes[0] if recipes else "default",
+        overrides,
+        args.vary,
+        args.variants,
+        args.seeds,
+        args.name,
+        args.jobs,
+        args.output_dir,
+        args.overwrite,
+    )
     return 0
 
 
@@ -79,7 +98,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     from ascent.rollout.backends import ENGINES
     from ascent.tasks import TASKS
 
-    registries = {"advantages": ADVANTAGES, "losses": LOSSES, "filters": FILTERS, "rewards": REWARDS, "tasks": TASKS, "backends": ENGINES}
+    registries = {
+        "advantages": ADVANTAGES,
+        "losses": LOSSES,
+        "filters": FILTERS,
+        "rewards": REWARDS,
+        "tasks": TASKS,
+        "backends": ENGINES,
+    }
     kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
         print(f"{kind}:")
@@ -104,8 +130,10 @@ def params_lines(params: list[tuple[str, str, object, str]]) -> list[str]:
     name_w = max((len(p[0]) for p in params), default=0)
     type_w = max((len(p[1]) for p in params), default=0)
     default_w = max((len(repr(p[2])) for p in params), default=0)
-    return [f"{name:<{max(name_w, 10)}} {kind:<{max(type_w, 6)}} = {default!r:<{default_w}}  {text}".rstrip()
-            for name, kind, default, text in params]
+    return [
+        f"{name:<{max(name_w, 10)}} {kind:<{max(type_w, 6)}} = {default!r:<{default_w}}  {text}".rstrip()
+        for name, kind, default, text in params
+    ]
 
 
 LIST_KINDS = ["advantages", "losses", "filters", "rewards", "recipes", "tasks", "backends"]
@@ -114,15 +142,27 @@ LIST_KINDS = ["advantages", "losses", "filters", "rewards", "recipes", "tasks", 
 def cmd_plan(args: argparse.Namespace) -> int:
     from ascent.runtime.plan import plan_command
 
-    overrides = {"samples_per_step": args.samples_per_step, "worker_batch_s": args.worker_batch_s, "learner_step_s": args.learner_step_s, "sync_s": args.sync_s}
+    overrides = {
+        "samples_per_step": args.samples_per_step,
+        "worker_batch_s": args.worker_batch_s,
+        "learner_step_s": args.learner_step_s,
+        "sync_s": args.sync_s,
+    }
     return plan_command(args.run_dir, overrides, args.max_staleness, args.json)
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ascent", description="RL post-training of language models, from a laptop CPU to a GPU cluster.")
+    p = argparse.ArgumentParser(
+        prog="ascent", description="RL post-training of language models, from a laptop CPU to a GPU cluster."
+    )
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train a recipe (warm start, RL, control)")
-    t.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="a shipped recipe name or YAML path (default: default), then key=value overrides with dotted keys (train.steps=100)")
+    t.add_argument(
+        "items",
+        nargs="*",
+        metavar="RECIPE|key=value",
+        help="a shipped recipe name or YAML path (default: default), then key=value overrides with dotted keys (train.steps=100)",
+    )
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory of the same name")
     t.set_defaults(fn=cmd_train)
@@ -131,20 +171,46 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
     e.set_defaults(fn=cmd_eval)
     c = sub.add_parser("compare", help="compare algorithm variants x seeds from one shared warm start")
-    c.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="recipe and key=value overrides shared by every variant")
-    c.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...", help="a config key and its values; several --vary give their cartesian product")
-    c.add_argument("--variants", metavar="FILE", help="YAML mapping variant name -> {key: value} (arms that change several keys)")
+    c.add_argument(
+        "items", nargs="*", metavar="RECIPE|key=value", help="recipe and key=value overrides shared by every variant"
+    )
+    c.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a config key and its values; several --vary give their cartesian product",
+    )
+    c.add_argument(
+        "--variants", metavar="FILE", help="YAML mapping variant name -> {key: value} (arms that change several keys)"
+    )
     c.add_argument("--seeds", type=int, default=3, help="seeds per variant (seed, seed+1, ...)")
-    c.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)), help="runs in parallel (each gets cpu_count/jobs torch threads)")
+    c.add_argument(
+        "--jobs",
+        type=int,
+        default=max(1, (os.cpu_count() or 1)),
+        help="runs in parallel (each gets cpu_count/jobs torch threads)",
+    )
     c.add_argument("--name", help="comparison name (directory under --output-dir)")
     c.add_argument("--output-dir", default="compare", help="parent directory of comparisons")
     c.add_argument("--overwrite", action="store_true", help="replace a different comparison of the same name")
     c.set_defaults(fn=cmd_compare)
-    pl = sub.add_parser("plan", help="rollout workers that keep the learner busy (ECHO-2's capacity model), from a run's measurements")
-    pl.add_argument("run_dir", nargs="?", help="a run directory: its metrics.jsonl gives the measured times (local or ray runs)")
-    for flag, text in [("--samples-per-step", "samples per step"), ("--worker-batch-s", "one worker's seconds to sample and score a step's batch"), ("--learner-step-s", "learner seconds per step"), ("--sync-s", "weight-sync seconds per version")]:
+    pl = sub.add_parser(
+        "plan", help="rollout workers that keep the learner busy (ECHO-2's capacity model), from a run's measurements"
+    )
+    pl.add_argument(
+        "run_dir", nargs="?", help="a run directory: its metrics.jsonl gives the measured times (local or ray runs)"
+    )
+    for flag, text in [
+        ("--samples-per-step", "samples per step"),
+        ("--worker-batch-s", "one worker's seconds to sample and score a step's batch"),
+        ("--learner-step-s", "learner seconds per step"),
+        ("--sync-s", "weight-sync seconds per version"),
+    ]:
         pl.add_argument(flag, type=float, help=f"{text} (overrides the run's)")
-    pl.add_argument("--max-staleness", type=int, help="evaluate this ray.max_staleness instead of the one each worker count needs")
+    pl.add_argument(
+        "--max-staleness", type=int, help="evaluate this ray.max_staleness instead of the one each worker count needs"
+    )
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(fn=cmd_plan)
     ls = sub.add_parser("list", help="registered components and recipes")

@@ -90,7 +90,9 @@ class Registry(Generic[F]):
         self.kind = kind
         self._entries: dict[str, Entry[F]] = {}
 
-    def register(self, name: str, description: str | None = None, params: type | None = None, state: type | None = None) -> Callable[[F], F]:
+    def register(
+        self, name: str, description: str | None = None, params: type | None = None, state: type | None = None
+    ) -> Callable[[F], F]:
         """Decorator: register `fn` under `name`; the description defaults to the docstring's first line;
         `params`: the frozen dataclass of its parameters, passed to it as `params=`; `state`: the class that
         holds what the piece keeps across steps or prepares before the first (a critic, a stage-1 estimate)."""
@@ -117,20 +119,20 @@ class Registry(Generic[F]):
 
     def resolve(self, spec: str, key: str = "") -> Piece[F]:
         """`name` or `name(key=value, ...)` -> a Piece with its parameters built and checked; a bad name,
-        an unknown parameter or a value out of range raises ConfigError naming `key` and the piece.
+                an unknown parameter or a value out of range raises ConfigError naming `key` and the piece.
 
-        >>> import dataclasses
-from dataclasses import dataclass
-        >>> r = Registry("scale")
-        >>> @dataclass(frozen=True)
-        ... class TimesParams:
-        ...     k: float = 2.0
-        ...     '''The factor.'''
-        >>> @r.register("times", params=TimesParams)
-        ... def times(x, params):
-        ...     return x * params.k
-        >>> r.resolve("times(k=3)")(2), r.resolve("times")(2), r.resolve("times(k=3)").spec
-        (6.0, 4.0, 'times(k=3.0)')
+                >>> import dataclasses
+        from dataclasses import dataclass
+                >>> r = Registry("scale")
+                >>> @dataclass(frozen=True)
+                ... class TimesParams:
+                ...     k: float = 2.0
+                ...     '''The factor.'''
+                >>> @r.register("times", params=TimesParams)
+                ... def times(x, params):
+                ...     return x * params.k
+                >>> r.resolve("times(k=3)")(2), r.resolve("times")(2), r.resolve("times(k=3)").spec
+                (6.0, 4.0, 'times(k=3.0)')
         """
         where = f"{key}: " if key else ""
         name, kwargs = parse_spec(spec)
@@ -142,7 +144,11 @@ from dataclasses import dataclass
                 raise ConfigError(f"{where}{self.kind} {name!r} takes no parameters, got {', '.join(kwargs)}")
             return Piece(name, entry.fn, None, name, entry.state)
         params = build(entry.params, kwargs, prefix=f"{key + ' ' if key else ''}{name}")
-        changed = {f.name: getattr(params, f.name) for f in dataclasses.fields(params) if getattr(params, f.name) != _default(f)}
+        changed = {
+            f.name: getattr(params, f.name)
+            for f in dataclasses.fields(params)
+            if getattr(params, f.name) != _default(f)
+        }
         return Piece(name, entry.fn, params, format_spec(name, changed), entry.state)
 
     def params_help(self, name: str) -> list[tuple[str, str, Any, str]]:

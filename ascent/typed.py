@@ -183,7 +183,9 @@ def parse_spec(spec: str) -> tuple[str, dict[str, Any]]:
 
 def _format_value(value: Any) -> str:
     if isinstance(value, str):
-        bare = value and _value(value) == value and not any(c in value for c in ",()[]{}'\"=") and value.strip() == value
+        bare = (
+            value and _value(value) == value and not any(c in value for c in ",()[]{}'\"=") and value.strip() == value
+        )
         return value if bare else json.dumps(value)
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
@@ -211,7 +213,7 @@ def spec_from_raw(raw: Any, key: str) -> str:
     if isinstance(raw, str):
         return raw
     if isinstance(raw, dict) and len(raw) == 1:
-        (name, args), = raw.items()
+        ((name, args),) = raw.items()
         if args is None:
             args = {}
         if isinstance(name, str) and isinstance(args, dict):

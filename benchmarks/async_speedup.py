@@ -53,18 +53,36 @@ def write_task(folder: Path) -> list[str]:
 
 def one_run(args, task: list[str], runtime: list[str]) -> dict:
     """Train with `runtime` overrides; throughput, timings, final held-out accuracy."""
+    from ascent.app.pipeline import prepare
     from ascent.config import load_config
     from ascent.rewards.runner import RewardRunner
     from ascent.rollout import make_engine
     from ascent.runtime import make_trainer
     from ascent.trainer.evaluate import Evaluator
-    from ascent.app.pipeline import prepare
     from ascent.trainer.rl import RLParts
 
-    model = ["model.hidden_size=64", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=128"]
-    common = ["warmstart.steps=0", "control.enabled=false", "logging.progress=false", "train.eval_every=0", "threads=1", f"seed={args.seed}",
-              f"train.steps={args.steps}", f"train.prompts_per_step={args.prompts}", f"rollout.samples_per_prompt={args.samples}",
-              f"rollout.max_new_tokens={args.max_new_tokens}", f"train.optim.lr={args.lr}", "algorithm.tis_cap=2.0", f"reward={HERE}:sleepy_seven"]
+    model = [
+        "model.hidden_size=64",
+        "model.num_layers=2",
+        "model.num_heads=2",
+        "model.num_kv_heads=1",
+        "model.intermediate_size=128",
+    ]
+    common = [
+        "warmstart.steps=0",
+        "control.enabled=false",
+        "logging.progress=false",
+        "train.eval_every=0",
+        "threads=1",
+        f"seed={args.seed}",
+        f"train.steps={args.steps}",
+        f"train.prompts_per_step={args.prompts}",
+        f"rollout.samples_per_prompt={args.samples}",
+        f"rollout.max_new_tokens={args.max_new_tokens}",
+        f"train.optim.lr={args.lr}",
+        "algorithm.tis_cap=2.0",
+        f"reward={HERE}:sleepy_seven",
+    ]
     cfg = load_config("default", model + common + task + runtime)
     run, policy = prepare(cfg, Path(cfg.output_dir) / "bench", {})
     parts = RLParts(policy, run.task.train, run.encoder, make_engine(cfg.rollout.backend), run.rewards, run.settings)
@@ -74,14 +92,28 @@ def one_run(args, task: list[str], runtime: list[str]) -> dict:
     trainer.fit(lambda step, m: (ends.append(time.perf_counter()), metrics.append(m)))
     samples = args.prompts * args.samples
     steady = (len(ends) - 1) * samples / (ends[-1] - ends[0])
-    evaluator = Evaluator(run.task.eval, run.encoder, make_engine("ascent"), RewardRunner([f"{HERE}:seven"]), run.settings, 1.0, 512)
+    evaluator = Evaluator(
+        run.task.eval, run.encoder, make_engine("ascent"), RewardRunner([f"{HERE}:seven"]), run.settings, 1.0, 512
+    )
     heldout = evaluator(policy, 8, 1.0, cfg.seed)  # greedy accuracy; pass@1 over 8 samples per prompt at temperature 1
     mean = lambda key: sum(m.get(key, 0.0) for m in metrics[1:]) / max(1, len(metrics) - 1)  # noqa: E731
-    return {"runtime": cfg.runtime, "max_staleness": cfg.ray.max_staleness if cfg.runtime == "ray" else None, "rollout_workers": cfg.ray.rollout_workers if cfg.runtime == "ray" else None,
-            "reward_workers": cfg.ray.reward_workers if cfg.runtime == "ray" else None,
-            "samples_per_s": round(steady, 2), "startup_s": round(ends[0] - t0, 2), "wall_s": round(ends[-1] - t0, 2), "final_heldout_accuracy": heldout["accuracy"], "final_heldout_pass@1": round(heldout["pass@1"], 4),
-            "reward_last5": round(sum(m["reward/mean"] for m in metrics[-5:]) / 5, 3), "learner_wait_s_mean": round(mean("time/rollout"), 3), "update_s_mean": round(mean("time/update"), 3),
-            "worker_reward_s_mean": round(mean("async/worker_reward_s"), 3), "staleness_mean": round(mean("async/staleness_mean"), 3), "tis_weight_mean": round(mean("async/tis_weight_mean"), 4) if cfg.runtime == "ray" else None}
+    return {
+        "runtime": cfg.runtime,
+        "max_staleness": cfg.ray.max_staleness if cfg.runtime == "ray" else None,
+        "rollout_workers": cfg.ray.rollout_workers if cfg.runtime == "ray" else None,
+        "reward_workers": cfg.ray.reward_workers if cfg.runtime == "ray" else None,
+        "samples_per_s": round(steady, 2),
+        "startup_s": round(ends[0] - t0, 2),
+        "wall_s": round(ends[-1] - t0, 2),
+        "final_heldout_accuracy": heldout["accuracy"],
+        "final_heldout_pass@1": round(heldout["pass@1"], 4),
+        "reward_last5": round(sum(m["reward/mean"] for m in metrics[-5:]) / 5, 3),
+        "learner_wait_s_mean": round(mean("time/rollout"), 3),
+        "update_s_mean": round(mean("time/update"), 3),
+        "worker_reward_s_mean": round(mean("async/worker_reward_s"), 3),
+        "staleness_mean": round(mean("async/staleness_mean"), 3),
+        "tis_weight_mean": round(mean("async/tis_weight_mean"), 4) if cfg.runtime == "ray" else None,
+    }
 
 
 def main() -> None:
@@ -94,10 +126,14 @@ def main() -> None:
     p.add_argument("--max-sleep", type=float, default=0.2, help="the reward sleeps U(0, this) seconds per sample")
     p.add_argument("--ks", default="1,2", help="max_staleness values of the async runs (K + 1 workers each)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--reward-workers", default="0", help="ray.reward_workers values of each async run (0: rollout workers score)")
+    p.add_argument(
+        "--reward-workers", default="0", help="ray.reward_workers values of each async run (0: rollout workers score)"
+    )
     p.add_argument("--rollout-workers", type=int, default=0, help="rollout workers of the async runs (0: K + 1)")
     args = p.parse_args()
-    os.environ["ASYNC_BENCH_MAX_SLEEP"] = str(args.max_sleep)  # read by the reward, in the workers too (Ray copies the driver's environment)
+    os.environ["ASYNC_BENCH_MAX_SLEEP"] = str(
+        args.max_sleep
+    )  # read by the reward, in the workers too (Ray copies the driver's environment)
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
         task = write_task(Path(tmp))
@@ -105,11 +141,29 @@ def main() -> None:
         for k in [int(k) for k in args.ks.split(",") if k]:
             for m in [int(m) for m in args.reward_workers.split(",") if m]:
                 workers = args.rollout_workers or k + 1
-                cpus = min(0.5, (os.cpu_count() or 1) / (workers + m))  # logical reservations that fit the local Ray instance
-                runs.append(one_run(args, task, ["runtime=ray", f"ray.max_staleness={k}", f"ray.rollout_workers={workers}", f"ray.reward_workers={m}", f"ray.num_cpus_per_worker={cpus}"]))
+                cpus = min(
+                    0.5, (os.cpu_count() or 1) / (workers + m)
+                )  # logical reservations that fit the local Ray instance
+                runs.append(
+                    one_run(
+                        args,
+                        task,
+                        [
+                            "runtime=ray",
+                            f"ray.max_staleness={k}",
+                            f"ray.rollout_workers={workers}",
+                            f"ray.reward_workers={m}",
+                            f"ray.num_cpus_per_worker={cpus}",
+                        ],
+                    )
+                )
                 load.append(os.getloadavg()[0])
     sync = runs[0]
-    out = {"sync_samples_per_s": sync["samples_per_s"], "sync_final_heldout_accuracy": sync["final_heldout_accuracy"], "sync_final_heldout_pass@1": sync["final_heldout_pass@1"]}
+    out = {
+        "sync_samples_per_s": sync["samples_per_s"],
+        "sync_final_heldout_accuracy": sync["final_heldout_accuracy"],
+        "sync_final_heldout_pass@1": sync["final_heldout_pass@1"],
+    }
     for r in runs[1:]:
         k = f"k{r['max_staleness']}" + (f"_rw{r['reward_workers']}" if r["reward_workers"] else "")
         out[f"async_samples_per_s_{k}"] = r["samples_per_s"]
@@ -118,7 +172,11 @@ def main() -> None:
         out[f"async_final_heldout_pass@1_{k}"] = r["final_heldout_pass@1"]
     if len(runs) > 1:
         best = max(runs[1:], key=lambda r: r["samples_per_s"])
-        out.update(async_samples_per_s=best["samples_per_s"], speedup_async_vs_sync=round(best["samples_per_s"] / sync["samples_per_s"], 3), async_best_k=best["max_staleness"])
+        out.update(
+            async_samples_per_s=best["samples_per_s"],
+            speedup_async_vs_sync=round(best["samples_per_s"] / sync["samples_per_s"], 3),
+            async_best_k=best["max_staleness"],
+        )
     out.update(settings=vars(args), load_1min=[round(x, 2) for x in load], runs=runs)
     print(json.dumps(out, indent=1))
 

@@ -22,7 +22,19 @@ def scratch_policy(name: str, seed: int = 0) -> Policy:
     hidden, layers, heads, inter = SCRATCH_MODELS[name]
     tok = char_tokenizer("0123456789+= ")
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=inter, max_position_embeddings=512, tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=inter,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     return Policy(Qwen2ForCausalLM(cfg).eval(), tok)
 
 

@@ -53,7 +53,7 @@ def bench(name: str, repeats: int, cache: Path) -> dict:
         learner = trainer.learner
         times: dict[bool, list[float]] = {True: [], False: []}
         for i in range(repeats + 1):  # the first round warms both paths up
-            for shared in ((True, False) if i % 2 == 0 else (False, True)):
+            for shared in (True, False) if i % 2 == 0 else (False, True):
                 learner.shared_prefix = shared
                 t = time.perf_counter()
                 learner.update(batch, adv, scores.valid, rewards=scores.rewards)
@@ -61,11 +61,16 @@ def bench(name: str, repeats: int, cache: Path) -> dict:
                     times[shared].append(time.perf_counter() - t)
         prompt = batch.completion_mask.argmax(-1).float()
         return {
-            "workload": name, "rows": len(batch), "micro_batch_size": cfg.train.micro_batch_size,
-            "prompt_len_mean": round(float(prompt.mean()), 1), "completion_len_mean": round(float(batch.completion_mask.sum(-1).mean()), 1),
-            "shared_update_s": round(statistics.median(times[True]), 4), "plain_update_s": round(statistics.median(times[False]), 4),
+            "workload": name,
+            "rows": len(batch),
+            "micro_batch_size": cfg.train.micro_batch_size,
+            "prompt_len_mean": round(float(prompt.mean()), 1),
+            "completion_len_mean": round(float(batch.completion_mask.sum(-1).mean()), 1),
+            "shared_update_s": round(statistics.median(times[True]), 4),
+            "plain_update_s": round(statistics.median(times[False]), 4),
             "ratio_paired": round(statistics.median(a / b for a, b in zip(times[True], times[False])), 4),
-            "repeats": repeats, "load": svt.load_average(),
+            "repeats": repeats,
+            "load": svt.load_average(),
         }
 
 

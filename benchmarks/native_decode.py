@@ -44,7 +44,10 @@ def agreement(a, b) -> dict:
     differ = a.tokens != b.tokens
     first = torch.where(differ.any(1), differ.int().argmax(1), torch.tensor(differ.shape[1]))
     common = torch.arange(differ.shape[1])[None] < first[:, None]
-    return {"identical_rows": round(float((~differ.any(1)).float().mean()), 4), "max_logprob_diff_common": float(((a.logprobs - b.logprobs).abs() * common).max())}
+    return {
+        "identical_rows": round(float((~differ.any(1)).float().mean()), 4),
+        "max_logprob_diff_common": float(((a.logprobs - b.logprobs).abs() * common).max()),
+    }
 
 
 COMPARE = {  # name -> (native side, torch side) engine settings
@@ -60,27 +63,40 @@ def bench(name: str, workload: str, repeats: int, prompts: int, samples: int, co
     max_new, ignore_eos = WORKLOADS[workload]
     s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=1.0, ignore_eos=ignore_eos)
     engines = {mode: FastEngine(**settings) for mode, settings in zip(("native", "torch"), COMPARE[compare])}
-    first = {mode: e.generate(policy.model, ids, samples, s, torch.Generator().manual_seed(0)) for mode, e in engines.items()}  # warm-up
+    first = {
+        mode: e.generate(policy.model, ids, samples, s, torch.Generator().manual_seed(0)) for mode, e in engines.items()
+    }  # warm-up
     rates: dict[str, list[float]] = {"native": [], "torch": []}
     for r in range(repeats):
-        for mode in (("native", "torch") if r % 2 == 0 else ("torch", "native")):
+        for mode in ("native", "torch") if r % 2 == 0 else ("torch", "native"):
             t = time.perf_counter()
             out = engines[mode].generate(policy.model, ids, samples, s, torch.Generator().manual_seed(r + 1))
             rates[mode].append(float(out.lengths.sum()) / (time.perf_counter() - t))
     return {
-        "model": name, "workload": workload, "compare": compare, "sequences": prompts * samples, "threads": torch.get_num_threads(),
+        "model": name,
+        "workload": workload,
+        "compare": compare,
+        "sequences": prompts * samples,
+        "threads": torch.get_num_threads(),
         "shards": engines["native"].last_stats.get("shards"),
-        "native_tokens_per_s": round(statistics.median(rates["native"]), 1), "torch_tokens_per_s": round(statistics.median(rates["torch"]), 1),
+        "native_tokens_per_s": round(statistics.median(rates["native"]), 1),
+        "torch_tokens_per_s": round(statistics.median(rates["torch"]), 1),
         "ratio_paired": round(statistics.median(a / b for a, b in zip(rates["native"], rates["torch"])), 3),
         **agreement(first["native"], first["torch"]),
-        "repeats": repeats, "load": load(),
+        "repeats": repeats,
+        "load": load(),
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="3.17M,25M,smollm2", help="comma-separated: 3.17M, 25M, smollm2")
-    p.add_argument("--compare", choices=sorted(COMPARE), default="step", help="which native kernel against which torch path (see above)")
+    p.add_argument(
+        "--compare",
+        choices=sorted(COMPARE),
+        default="step",
+        help="which native kernel against which torch path (see above)",
+    )
     p.add_argument("--workload", choices=sorted(WORKLOADS), default="full64")
     p.add_argument("--repeats", type=int, default=6, help="timed calls per setting")
     p.add_argument("--prompts", type=int, default=16)
@@ -93,7 +109,9 @@ def main() -> None:
         raise SystemExit("the native decode step is unavailable here: torch exposes no BLAS sgemm_")
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
     for name in args.models.split(","):
-        print(json.dumps(bench(name, args.workload, args.repeats, args.prompts, args.samples, args.compare)), flush=True)
+        print(
+            json.dumps(bench(name, args.workload, args.repeats, args.prompts, args.samples, args.compare)), flush=True
+        )
 
 
 if __name__ == "__main__":

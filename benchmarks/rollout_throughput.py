@@ -51,7 +51,9 @@ def prompt_ids(policy, model_name: str, n: int) -> list[list[int]]:
     return [enc(p) for p in addition_prompts(n)]
 
 
-def tokens_per_s(backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int, engine=None, model=None) -> tuple[float, float]:
+def tokens_per_s(
+    backend: str, policy, ids, samples: int, settings: SamplingSettings, repeats: int, engine=None, model=None
+) -> tuple[float, float]:
     """Median generated tokens/s over `repeats` runs (after one warm-up), and mean completion length."""
     engine, rates, lengths = engine or make_engine(backend), [], []
     model = policy.model if model is None else model
@@ -84,29 +86,88 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
         hf, hf_len = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats)
         extra = {}
         if args.one_batch and args.device == "cpu":  # the engine without sharded decoding (rollout.shards=1)
-            one, _ = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, shards=1))
-            extra = {"ascent_one_batch_tokens_per_s": round(one, 1), "speedup_one_batch_vs_hf_generate": round(one / hf, 3)}
-            print(f"  {model_name:8} {wl:11} ascent one batch {one:9.1f} tok/s  x{one / hf:5.2f} vs hf", file=sys.stderr, flush=True)
+            one, _ = tokens_per_s(
+                args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, shards=1)
+            )
+            extra = {
+                "ascent_one_batch_tokens_per_s": round(one, 1),
+                "speedup_one_batch_vs_hf_generate": round(one / hf, 3),
+            }
+            print(
+                f"  {model_name:8} {wl:11} ascent one batch {one:9.1f} tok/s  x{one / hf:5.2f} vs hf",
+                file=sys.stderr,
+                flush=True,
+            )
         if args.bf16 and args.dtype == "float32":  # bf16 rollouts of the fp32 model; HF generate on a bf16 copy
-            b16, _ = tokens_per_s(args.backend, policy, ids, args.samples, s, args.repeats, engine=make_engine(args.backend, precision="bfloat16"))
+            b16, _ = tokens_per_s(
+                args.backend,
+                policy,
+                ids,
+                args.samples,
+                s,
+                args.repeats,
+                engine=make_engine(args.backend, precision="bfloat16"),
+            )
             extra |= {"ascent_bf16_tokens_per_s": round(b16, 1), "speedup_bf16_vs_hf_generate": round(b16 / hf, 3)}
             if args.hf_bf16:
-                hf16, _ = tokens_per_s("hf", policy, ids, args.samples, s, args.repeats, model=copy.deepcopy(policy.model).to(torch.bfloat16))
-                extra |= {"hf_generate_bf16_tokens_per_s": round(hf16, 1), "speedup_bf16_vs_hf_generate_bf16": round(b16 / hf16, 3)}
-            print(f"  {model_name:8} {wl:11} ascent bf16 {b16:9.1f} tok/s  x{b16 / hf:5.2f} vs hf fp32" + (f"  hf bf16 {hf16:9.1f} tok/s" if args.hf_bf16 else ""), file=sys.stderr, flush=True)
+                hf16, _ = tokens_per_s(
+                    "hf",
+                    policy,
+                    ids,
+                    args.samples,
+                    s,
+                    args.repeats,
+                    model=copy.deepcopy(policy.model).to(torch.bfloat16),
+                )
+                extra |= {
+                    "hf_generate_bf16_tokens_per_s": round(hf16, 1),
+                    "speedup_bf16_vs_hf_generate_bf16": round(b16 / hf16, 3),
+                }
+            print(
+                f"  {model_name:8} {wl:11} ascent bf16 {b16:9.1f} tok/s  x{b16 / hf:5.2f} vs hf fp32"
+                + (f"  hf bf16 {hf16:9.1f} tok/s" if args.hf_bf16 else ""),
+                file=sys.stderr,
+                flush=True,
+            )
         if vllm_engine is not None:
             vl, vl_len = tokens_per_s("vllm", policy, ids, args.samples, s, args.repeats, engine=vllm_engine)
-            extra |= {"vllm_tokens_per_s": round(vl, 1), "speedup_vs_vllm": round(ours / vl, 3), "mean_completion_len_vllm": round(vl_len, 1)}
-            print(f"  {model_name:8} {wl:11} vllm {vl:9.1f} tok/s  ascent/vllm x{ours / vl:5.2f}", file=sys.stderr, flush=True)
-        rows.append({
-            "model": model_name, "workload": wl, "device": args.device, "dtype": args.dtype, "params": n_params, "sequences": args.prompts * args.samples,
-            "ascent_tokens_per_s": round(ours, 1), "hf_generate_tokens_per_s": round(hf, 1),
-            "speedup_vs_hf_generate": round(ours / hf, 3), "roofline_fraction": round(ours * 2 * n_params / (ceiling * 1e9), 3),
-            "hf_roofline_fraction": round(hf * 2 * n_params / (ceiling * 1e9), 3),
-            "mean_completion_len_ascent": round(ours_len, 1), "mean_completion_len_hf": round(hf_len, 1), **extra,
-        })
-        print(f"  {model_name:8} {wl:11} ascent {ours:9.1f} tok/s  hf {hf:9.1f} tok/s  x{ours / hf:5.2f}", file=sys.stderr, flush=True)
-        print(json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "malloc": args.malloc, "load": load()}), flush=True)  # as soon as measured
+            extra |= {
+                "vllm_tokens_per_s": round(vl, 1),
+                "speedup_vs_vllm": round(ours / vl, 3),
+                "mean_completion_len_vllm": round(vl_len, 1),
+            }
+            print(
+                f"  {model_name:8} {wl:11} vllm {vl:9.1f} tok/s  ascent/vllm x{ours / vl:5.2f}",
+                file=sys.stderr,
+                flush=True,
+            )
+        rows.append(
+            {
+                "model": model_name,
+                "workload": wl,
+                "device": args.device,
+                "dtype": args.dtype,
+                "params": n_params,
+                "sequences": args.prompts * args.samples,
+                "ascent_tokens_per_s": round(ours, 1),
+                "hf_generate_tokens_per_s": round(hf, 1),
+                "speedup_vs_hf_generate": round(ours / hf, 3),
+                "roofline_fraction": round(ours * 2 * n_params / (ceiling * 1e9), 3),
+                "hf_roofline_fraction": round(hf * 2 * n_params / (ceiling * 1e9), 3),
+                "mean_completion_len_ascent": round(ours_len, 1),
+                "mean_completion_len_hf": round(hf_len, 1),
+                **extra,
+            }
+        )
+        print(
+            f"  {model_name:8} {wl:11} ascent {ours:9.1f} tok/s  hf {hf:9.1f} tok/s  x{ours / hf:5.2f}",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(
+            json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "malloc": args.malloc, "load": load()}),
+            flush=True,
+        )  # as soon as measured
     return rows
 
 
@@ -122,11 +183,31 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
-    p.add_argument("--bf16", choices=["on", "off"], default="on", help="also time ascent with rollout.precision=bfloat16 on the fp32 model")
+    p.add_argument(
+        "--bf16",
+        choices=["on", "off"],
+        default="on",
+        help="also time ascent with rollout.precision=bfloat16 on the fp32 model",
+    )
     p.add_argument("--hf-bf16", action="store_true", help="also time HF generate on a bfloat16 copy of the model")
-    p.add_argument("--one-batch", choices=["on", "off"], default="on", help="also time ascent's engine without sharded CPU decoding (rollout.shards=1)")
-    p.add_argument("--vllm", choices=["auto", "on", "off"], default="auto", help="vLLM column (auto: on cuda when vllm is importable)")
-    p.add_argument("--malloc", choices=["tuned", "system"], default="tuned", help="the process's allocator (ascent's `malloc` setting, as `ascent train` applies it; HF generate runs in the same process under it)")
+    p.add_argument(
+        "--one-batch",
+        choices=["on", "off"],
+        default="on",
+        help="also time ascent's engine without sharded CPU decoding (rollout.shards=1)",
+    )
+    p.add_argument(
+        "--vllm",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="vLLM column (auto: on cuda when vllm is importable)",
+    )
+    p.add_argument(
+        "--malloc",
+        choices=["tuned", "system"],
+        default="tuned",
+        help="the process's allocator (ascent's `malloc` setting, as `ascent train` applies it; HF generate runs in the same process under it)",
+    )
     args = p.parse_args()
     from ascent.runtime.memory import tune_malloc
 
@@ -150,11 +231,21 @@ def main() -> None:
         wls = (args.smollm2_workloads if name == "smollm2" else args.workloads).split(",")
         rows += bench(name, wls, args, ceiling)
     print(f"load after: {load()}", file=sys.stderr)
-    print(f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}" + (f" {'bf16 tok/s':>11} {'bf16/hf':>8}" if args.bf16 else "") + (f" {'vllm tok/s':>11} {'vs vllm':>8}" if args.vllm else ""))
+    print(
+        f"{'model':8} {'workload':11} {'ascent tok/s':>13} {'hf tok/s':>10} {'speedup':>8} {'roofline':>9}"
+        + (f" {'bf16 tok/s':>11} {'bf16/hf':>8}" if args.bf16 else "")
+        + (f" {'vllm tok/s':>11} {'vs vllm':>8}" if args.vllm else "")
+    )
     for r in rows:
-        b16 = f" {r['ascent_bf16_tokens_per_s']:11.1f} {r['speedup_bf16_vs_hf_generate']:8.2f}" if "ascent_bf16_tokens_per_s" in r else ""
+        b16 = (
+            f" {r['ascent_bf16_tokens_per_s']:11.1f} {r['speedup_bf16_vs_hf_generate']:8.2f}"
+            if "ascent_bf16_tokens_per_s" in r
+            else ""
+        )
         vl = f" {r['vllm_tokens_per_s']:11.1f} {r['speedup_vs_vllm']:8.2f}" if "vllm_tokens_per_s" in r else ""
-        print(f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{b16}{vl}")
+        print(
+            f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{b16}{vl}"
+        )
 
 
 if __name__ == "__main__":

@@ -47,11 +47,25 @@ from ascent.rollout.ascent_engine import FastEngine  # noqa: E402
 from ascent.rollout.scheduling import RequestQueue, simulate  # noqa: E402
 
 
-def sticky_markov_model(tok, hidden: int = 256, layers: int = 4, heads: int = 4, inter: int = 688, seed: int = 0) -> Qwen2ForCausalLM:
+def sticky_markov_model(
+    tok, hidden: int = 256, layers: int = 4, heads: int = 4, inter: int = 688, seed: int = 0
+) -> Qwen2ForCausalLM:
     """A Qwen2 model of the benchmark shape whose logits depend on the current token only (see above)."""
     torch.manual_seed(seed)
     v = len(tok)
-    cfg = Qwen2Config(vocab_size=v, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads, intermediate_size=inter, max_position_embeddings=512, tie_word_embeddings=False, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=v,
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        intermediate_size=inter,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = Qwen2ForCausalLM(cfg).eval()
     eos = tok.eos_token_id
     digits = [tok.convert_tokens_to_ids(str(d)) for d in range(10)]
@@ -122,30 +136,68 @@ def main() -> None:
             rate = float(gen.lengths.sum()) / dt
             rates[name].append(rate)
             steps[name] = int(engine.last_stats["decode_steps"])
-            print(json.dumps({"config": name, "repeat": r, "tokens_per_s": round(rate, 1), "seconds": round(dt, 3), "tokens": int(gen.lengths.sum()), "decode_steps": int(engine.last_stats["decode_steps"]), "mean_active": round(engine.last_stats["mean_active"], 1), "group_mean_len_min": round(float(lengths.mean(1).min()), 1), "group_mean_len_max": round(float(lengths.mean(1).max()), 1), "max_len": int(gen.lengths.max()), "load": load()}))
+            print(
+                json.dumps(
+                    {
+                        "config": name,
+                        "repeat": r,
+                        "tokens_per_s": round(rate, 1),
+                        "seconds": round(dt, 3),
+                        "tokens": int(gen.lengths.sum()),
+                        "decode_steps": int(engine.last_stats["decode_steps"]),
+                        "mean_active": round(engine.last_stats["mean_active"], 1),
+                        "group_mean_len_min": round(float(lengths.mean(1).min()), 1),
+                        "group_mean_len_max": round(float(lengths.mean(1).max()), 1),
+                        "max_len": int(gen.lengths.max()),
+                        "load": load(),
+                    }
+                )
+            )
     print(f"load after: {load()}", file=sys.stderr)
     if args.sim_seeds:
         warm = warm_engine(int(args.caps.split(",")[0]))  # its predictor holds the seed-10000 history
         hist = [warm.predictor.predict(q) for q in ids]
         sims: dict[str, list[int]] = {}
         for seed in range(100, 100 + args.sim_seeds):
-            lengths = FastEngine().generate(model, ids, args.samples, s, torch.Generator().manual_seed(seed)).lengths.reshape(args.prompts, args.samples).tolist()
+            lengths = (
+                FastEngine()
+                .generate(model, ids, args.samples, s, torch.Generator().manual_seed(seed))
+                .lengths.reshape(args.prompts, args.samples)
+                .tolist()
+            )
             flat = [x for row in lengths for x in row]
             for cap in [int(c) for c in args.caps.split(",")]:
                 oracle = RequestQueue(args.prompts, args.samples, [None] * args.prompts, False, 0.0)
                 oracle.waiting.sort(key=lambda r: -flat[r])
-                for name, q in (("fifo", RequestQueue(args.prompts, args.samples, [None] * args.prompts, False, 0.0)),
-                                ("longest (cold)", RequestQueue(args.prompts, args.samples, [None] * args.prompts, True, float(args.max_new_tokens))),
-                                ("longest (warm)", RequestQueue(args.prompts, args.samples, hist, True, float(args.max_new_tokens))),
-                                ("oracle (LPT, knows every length)", oracle)):
+                for name, q in (
+                    ("fifo", RequestQueue(args.prompts, args.samples, [None] * args.prompts, False, 0.0)),
+                    (
+                        "longest (cold)",
+                        RequestQueue(
+                            args.prompts, args.samples, [None] * args.prompts, True, float(args.max_new_tokens)
+                        ),
+                    ),
+                    (
+                        "longest (warm)",
+                        RequestQueue(args.prompts, args.samples, hist, True, float(args.max_new_tokens)),
+                    ),
+                    ("oracle (LPT, knows every length)", oracle),
+                ):
                     sims.setdefault(f"cap {cap} {name}", []).append(simulate(lengths, cap, q))
             sims.setdefault("no cap", []).append(max(flat))
         for name, v in sims.items():
             print(json.dumps({"simulated": name, "seeds": len(v), "mean_decode_steps": round(statistics.mean(v), 1)}))
     for name, rs in rates.items():  # ratios: per repeat (runs minutes apart drift), then the median
         fifo = name.rsplit(" ", 2)[0] + " fifo" if name.endswith(")") else None
-        vs = f"  x{statistics.median(a / b for a, b in zip(rs, rates[fifo])):5.2f} vs fifo (median of per-repeat ratios)" if fifo else ""
-        print(f"{name:26} {statistics.median(rs):9.1f} tok/s (median of {len(rs)}; last repeat {steps[name]} decode steps){vs}", file=sys.stderr)
+        vs = (
+            f"  x{statistics.median(a / b for a, b in zip(rs, rates[fifo])):5.2f} vs fifo (median of per-repeat ratios)"
+            if fifo
+            else ""
+        )
+        print(
+            f"{name:26} {statistics.median(rs):9.1f} tok/s (median of {len(rs)}; last repeat {steps[name]} decode steps){vs}",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

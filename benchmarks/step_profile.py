@@ -50,7 +50,9 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
     from ascent.config import load_config
 
     backend, precision, shared_prefix, shards = CONFIGS[name]
-    wargs = argparse.Namespace(**{**vars(args), "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards})
+    wargs = argparse.Namespace(
+        **{**vars(args), "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards}
+    )
     cfg = load_config("default", base.ascent_overrides(wargs, folder, data))
     clock: dict[str, float] = {}
 
@@ -101,18 +103,40 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
                     learner.logprobs(policy.model, captured["batch"])
                     recompute = time.perf_counter() - t
                     fwd, bwd, opt = clock.get("forward", 0.0), clock.get("backward", 0.0), clock.get("optimizer", 0.0)
-                    rows.append({"step": wall, "rollout": m["time/rollout"], "reward+adv": wall - m["time/rollout"] - m["time/update"], "forward": fwd, "backward": bwd, "optimizer": opt,
-                                 "update_other": m["time/update"] - fwd - bwd - opt, "recompute": recompute, "mismatch": m["rollout/logprob_mismatch"]})
+                    rows.append(
+                        {
+                            "step": wall,
+                            "rollout": m["time/rollout"],
+                            "reward+adv": wall - m["time/rollout"] - m["time/update"],
+                            "forward": fwd,
+                            "backward": bwd,
+                            "optimizer": opt,
+                            "update_other": m["time/update"] - fwd - bwd - opt,
+                            "recompute": recompute,
+                            "mismatch": m["rollout/logprob_mismatch"],
+                        }
+                    )
         finally:
             learner_mod.clip_and_step = clip_and_step
         run.logger.close()
     med = {k: round(statistics.median(r[k] for r in rows), 4 if k != "mismatch" else 8) for k in rows[0]}
-    return {"config": name, "backend": backend, "precision": precision, "shared_prefix": shared_prefix, "shards": shards, **med, "steps": args.steps, "threads": torch.get_num_threads()}
+    return {
+        "config": name,
+        "backend": backend,
+        "precision": precision,
+        "shared_prefix": shared_prefix,
+        "shards": shards,
+        **med,
+        "steps": args.steps,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--configs", default="hf,ascent-plain,ascent,ascent-bf16", help=f"comma-separated of {', '.join(CONFIGS)}")
+    p.add_argument(
+        "--configs", default="hf,ascent-plain,ascent,ascent-bf16", help=f"comma-separated of {', '.join(CONFIGS)}"
+    )
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)

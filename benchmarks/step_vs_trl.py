@@ -84,24 +84,57 @@ class ModelSpec:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--steps", type=int, default=5, help="timed steps per side (the median is reported)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps before the timed ones")
     p.add_argument("--threads", type=int, default=0, help="torch intra-op threads on both sides (0: torch's default)")
-    p.add_argument("--backend", choices=["ascent", "cached", "hf"], default="ascent", help="ascent's rollout.backend (hf: model.generate, the baseline)")
-    p.add_argument("--precision", choices=["model", "bfloat16"], default="model", help="ascent's rollout.precision (bfloat16: bf16 rollouts, fp32 learner, TIS cap 2)")
-    p.add_argument("--shared-prefix", choices=["on", "off"], default="on", help="ascent's train.shared_prefix (off: every row's prompt forwarded again)")
+    p.add_argument(
+        "--backend",
+        choices=["ascent", "cached", "hf"],
+        default="ascent",
+        help="ascent's rollout.backend (hf: model.generate, the baseline)",
+    )
+    p.add_argument(
+        "--precision",
+        choices=["model", "bfloat16"],
+        default="model",
+        help="ascent's rollout.precision (bfloat16: bf16 rollouts, fp32 learner, TIS cap 2)",
+    )
+    p.add_argument(
+        "--shared-prefix",
+        choices=["on", "off"],
+        default="on",
+        help="ascent's train.shared_prefix (off: every row's prompt forwarded again)",
+    )
     p.add_argument("--shards", type=int, default=0, help="ascent's rollout.shards (0: automatic, 1: one decode batch)")
-    p.add_argument("--malloc", choices=["tuned", "system"], default="tuned", help="ascent's `malloc` (tuned: freed blocks reused, see ascent.runtime.memory)")
-    p.add_argument("--trl-malloc", choices=["system", "tuned"], default="system", help="TRL's process: glibc's defaults, or ascent's tuned settings through glibc's MALLOC_* variables")
+    p.add_argument(
+        "--malloc",
+        choices=["tuned", "system"],
+        default="tuned",
+        help="ascent's `malloc` (tuned: freed blocks reused, see ascent.runtime.memory)",
+    )
+    p.add_argument(
+        "--trl-malloc",
+        choices=["system", "tuned"],
+        default="system",
+        help="TRL's process: glibc's defaults, or ascent's tuned settings through glibc's MALLOC_* variables",
+    )
     p.add_argument("--prompts", type=int, default=16, help="prompts per step")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed of the model init, the prompts and the sampling")
-    p.add_argument("--cache", type=Path, default=ROOT / ".cache", help="where the model folder and TRL's venv are cached")
-    p.add_argument("--trl-venv", type=Path, default=None, help="TRL's virtual environment (default: CACHE/bench-trl-venv)")
-    p.add_argument("--skip", choices=["ascent", "trl"], default=None, help="time only the other side (ratio is then null)")
+    p.add_argument(
+        "--cache", type=Path, default=ROOT / ".cache", help="where the model folder and TRL's venv are cached"
+    )
+    p.add_argument(
+        "--trl-venv", type=Path, default=None, help="TRL's virtual environment (default: CACHE/bench-trl-venv)"
+    )
+    p.add_argument(
+        "--skip", choices=["ascent", "trl"], default=None, help="time only the other side (ratio is then null)"
+    )
     return p.parse_args(argv)
 
 
@@ -133,10 +166,17 @@ def build_model_folder(spec: ModelSpec, cache: Path) -> tuple[Path, int]:
     folder = cache / f"bench-step-model-{spec.key()}"
     tok = char_tokenizer(ALPHABET)
     config = Qwen2Config(
-        vocab_size=len(tok), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads, num_key_value_heads=spec.num_kv_heads,
-        max_position_embeddings=spec.max_position_embeddings, tie_word_embeddings=True,
-        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        vocab_size=len(tok),
+        hidden_size=spec.hidden_size,
+        intermediate_size=spec.intermediate_size,
+        num_hidden_layers=spec.num_layers,
+        num_attention_heads=spec.num_heads,
+        num_key_value_heads=spec.num_kv_heads,
+        max_position_embeddings=spec.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
     )
     if not (folder / "config.json").exists():
         torch.manual_seed(spec.seed)
@@ -155,25 +195,41 @@ def build_model_folder(spec: ModelSpec, cache: Path) -> tuple[Path, int]:
 def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list[str]:
     """Config overrides that make ascent's step the benchmark workload."""
     return [
-        "model.source=hf", f"model.path={folder}", "model.dtype=float32",
-        f"data.train={data}", f"data.eval={data}",
+        "model.source=hf",
+        f"model.path={folder}",
+        "model.dtype=float32",
+        f"data.train={data}",
+        f"data.eval={data}",
         "reward=step_vs_trl:digit_fraction",  # a module spec: see AscentSide
-        "warmstart.steps=0", "control.enabled=false", "algorithm.kl_coef=0",
-        f"train.steps={args.warmup + args.steps}", f"train.prompts_per_step={args.prompts}",
-        f"train.micro_batch_size={args.prompts * args.samples}", f"train.optim.lr={args.lr}", "train.optim.schedule=constant",
-        f"rollout.backend={args.backend}", f"rollout.samples_per_prompt={args.samples}", f"rollout.max_new_tokens={args.tokens}",
-        "rollout.ignore_eos=true", "rollout.temperature=1.0", f"rollout.precision={args.precision}",
-        f"train.shared_prefix={'true' if getattr(args, 'shared_prefix', 'on') == 'on' else 'false'}", f"rollout.shards={getattr(args, 'shards', 0)}",
+        "warmstart.steps=0",
+        "control.enabled=false",
+        "algorithm.kl_coef=0",
+        f"train.steps={args.warmup + args.steps}",
+        f"train.prompts_per_step={args.prompts}",
+        f"train.micro_batch_size={args.prompts * args.samples}",
+        f"train.optim.lr={args.lr}",
+        "train.optim.schedule=constant",
+        f"rollout.backend={args.backend}",
+        f"rollout.samples_per_prompt={args.samples}",
+        f"rollout.max_new_tokens={args.tokens}",
+        "rollout.ignore_eos=true",
+        "rollout.temperature=1.0",
+        f"rollout.precision={args.precision}",
+        f"train.shared_prefix={'true' if getattr(args, 'shared_prefix', 'on') == 'on' else 'false'}",
+        f"rollout.shards={getattr(args, 'shards', 0)}",
         *(["algorithm.tis_cap=2.0"] if args.precision != "model" else []),
-        "logging.progress=false", f"seed={args.seed}", f"threads={args.threads}", f"malloc={getattr(args, 'malloc', 'tuned')}",
+        "logging.progress=false",
+        f"seed={args.seed}",
+        f"threads={args.threads}",
+        f"malloc={getattr(args, 'malloc', 'tuned')}",
     ]
 
 
 def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
     """`(run, RLTrainer)` for a loaded config in `run_dir`, its engine built from the config's rollout keys
     (backend, cap, precision, shards): the set-up every benchmark of a whole ascent step shares."""
-    from ascent.rollout import make_engine
     from ascent.app.pipeline import prepare
+    from ascent.rollout import make_engine
     from ascent.trainer.rl import RLParts, RLTrainer
 
     run, policy = prepare(cfg, run_dir, {})
@@ -201,7 +257,13 @@ class AscentSide:
         f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t0 = time.perf_counter()
         m = self.trainer.step()
-        self.steps.append({"wall": time.perf_counter() - t0, "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0, **m})
+        self.steps.append(
+            {
+                "wall": time.perf_counter() - t0,
+                "minor_faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0,
+                **m,
+            }
+        )
         return self.steps[-1]["wall"]
 
     def result(self) -> dict[str, Any]:
@@ -235,7 +297,11 @@ def installed_trl(venv: Path) -> str | None:
     """TRL's version in `venv`, or None when the venv is missing or broken."""
     if not venv_python(venv).exists():
         return None
-    probe = subprocess.run([str(venv_python(venv)), "-c", "import torch, transformers, trl, datasets; print(trl.__version__)"], capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(venv_python(venv)), "-c", "import torch, transformers, trl, datasets; print(trl.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
 
@@ -246,7 +312,9 @@ def ensure_trl_venv(venv: Path) -> str:
         return version
     log(f"creating TRL's virtual environment in {venv} (once)")
     shutil.rmtree(venv, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)  # same Python as ascent: the cp311 torch wheel fits
+    subprocess.run(
+        [sys.executable, "-m", "venv", str(venv)], check=True
+    )  # same Python as ascent: the cp311 torch wheel fits
     pip = [str(venv_python(venv)), "-m", "pip", "install", "--quiet"]
     subprocess.run([*pip, TORCH_PIN], check=True, stdout=sys.stderr)
     subprocess.run([*pip, *TRL_PINS], check=True, stdout=sys.stderr)
@@ -261,16 +329,36 @@ class TRLSide:
 
     def __init__(self, args: argparse.Namespace, venv: Path, folder: Path, data: Path) -> None:
         cmd = [
-            str(venv_python(venv)), str(HELPER), "--model", str(folder), "--data", str(data),
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads),
-            "--samples", str(args.samples), "--tokens", str(args.tokens), "--lr", str(args.lr), "--seed", str(args.seed), "--lockstep",
+            str(venv_python(venv)),
+            str(HELPER),
+            "--model",
+            str(folder),
+            "--data",
+            str(data),
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+            "--threads",
+            str(args.threads),
+            "--samples",
+            str(args.samples),
+            "--tokens",
+            str(args.tokens),
+            "--lr",
+            str(args.lr),
+            "--seed",
+            str(args.seed),
+            "--lockstep",
         ]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
         if args.trl_malloc == "tuned":  # ascent's allocator settings, set through the environment
             from ascent.runtime.memory import tuned_env
 
             env |= tuned_env()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env
+        )
         self.ready = False
         self.lines: list[str] = []
 
@@ -334,7 +422,13 @@ def versions() -> dict[str, str]:
 
     import ascent
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__, "ascent": getattr(ascent, "__version__", "?"), "ascent_commit": git_commit()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "ascent": getattr(ascent, "__version__", "?"),
+        "ascent_commit": git_commit(),
+    }
 
 
 def git_commit() -> str | None:
@@ -342,21 +436,51 @@ def git_commit() -> str | None:
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         return None
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
     return head.stdout.strip() + ("+dirty" if dirty else "")
 
 
-def summarize(args: argparse.Namespace, n_params: int, ascent_res: dict | None, trl_res: dict | None, trl_version: str | None, load_start: list[float]) -> dict[str, Any]:
+def summarize(
+    args: argparse.Namespace,
+    n_params: int,
+    ascent_res: dict | None,
+    trl_res: dict | None,
+    trl_version: str | None,
+    load_start: list[float],
+) -> dict[str, Any]:
     """The one JSON line: medians, their ratio, phases, checks and context."""
     a = round(median(ascent_res["step_s"]), 4) if ascent_res else None
     t = round(median(trl_res["step_s"]), 4) if trl_res else None
     out: dict[str, Any] = {"ascent_step_s": a, "trl_step_s": t, "ratio": round(a / t, 4) if a and t else None}
     a_min = round(min(ascent_res["step_s"]), 4) if ascent_res else None
     t_min = round(min(trl_res["step_s"]), 4) if trl_res else None
-    out.update(ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None)  # less sensitive to a busy machine
-    out["workload"] = {"params": n_params, "prompts": args.prompts, "samples": args.samples, "new_tokens": args.tokens, "lr": args.lr, "dtype": "float32", "rollout_precision": args.precision, "backend": args.backend, "shared_prefix": args.shared_prefix, "shards": args.shards, "malloc": args.malloc, "trl_malloc": args.trl_malloc, "warmup": args.warmup, "steps": args.steps}
+    out.update(
+        ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None
+    )  # less sensitive to a busy machine
+    out["workload"] = {
+        "params": n_params,
+        "prompts": args.prompts,
+        "samples": args.samples,
+        "new_tokens": args.tokens,
+        "lr": args.lr,
+        "dtype": "float32",
+        "rollout_precision": args.precision,
+        "backend": args.backend,
+        "shared_prefix": args.shared_prefix,
+        "shards": args.shards,
+        "malloc": args.malloc,
+        "trl_malloc": args.trl_malloc,
+        "warmup": args.warmup,
+        "steps": args.steps,
+    }
     if ascent_res:
-        out["ascent"] = {**ascent_res, "step_s": [round(x, 4) for x in ascent_res["step_s"]], "phases": {k: round(v, 4) for k, v in ascent_res["phases"].items()}}
+        out["ascent"] = {
+            **ascent_res,
+            "step_s": [round(x, 4) for x in ascent_res["step_s"]],
+            "phases": {k: round(v, 4) for k, v in ascent_res["phases"].items()},
+        }
     if trl_res:
         out["trl"] = {**trl_res, "step_s": [round(x, 4) for x in trl_res["step_s"]]}
     out["versions"] = {**versions(), "trl": trl_version}
@@ -378,12 +502,16 @@ def main(argv: list[str] | None = None) -> None:
         data = write_jsonl(make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
         trl = TRLSide(args, venv, folder, data) if args.skip != "trl" else None  # starts while ascent builds
         ascent = AscentSide(args, folder, data) if args.skip != "ascent" else None
-        log(f"ascent ({args.backend} backend) and TRL {trl_version}, alternating: {args.warmup} warm-up + {args.steps} timed steps each")
+        log(
+            f"ascent ({args.backend} backend) and TRL {trl_version}, alternating: {args.warmup} warm-up + {args.steps} timed steps each"
+        )
         pairs = []
         for i in range(args.warmup + args.steps):
             if trl is not None:
                 trl.wait_ready()  # TRL idle before either side's step is timed: the two never overlap
-            sides = [s for s in ((ascent, trl) if i % 2 == 0 else (trl, ascent)) if s is not None]  # ABBA: drift cancels
+            sides = [
+                s for s in ((ascent, trl) if i % 2 == 0 else (trl, ascent)) if s is not None
+            ]  # ABBA: drift cancels
             walls = {id(s): s.step() for s in sides}
             if ascent is not None and trl is not None:
                 pairs.append(walls[id(ascent)] / walls[id(trl)])
@@ -392,7 +520,7 @@ def main(argv: list[str] | None = None) -> None:
         trl_res = trl.result() if trl is not None else None
     out = summarize(args, n_params, ascent_res, trl_res, trl_version, load_start)
     if pairs:
-        timed = pairs[args.warmup:]
+        timed = pairs[args.warmup :]
         out["ratio_paired"] = round(median(timed), 4)  # median of the per-step ratios of adjacent steps
         out["paired_ratios"] = [round(r, 4) for r in timed]
     print(json.dumps(out), flush=True)

@@ -32,7 +32,9 @@ from step_vs_trl import digit_fraction  # noqa: E402  (shared reward; stdlib-onl
 
 
 def parse_args() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--model", type=Path, required=True, help="HF model folder (model + tokenizer)")
     p.add_argument("--data", type=Path, required=True, help="JSONL of rows with a `prompt` field")
     p.add_argument("--steps", type=int, default=5, help="timed steps (the median is reported)")
@@ -42,7 +44,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed")
-    p.add_argument("--lockstep", action="store_true", help="before each step print {\"event\": \"ready\"} and wait for a line on stdin; after it print {\"event\": \"step\", ...}")
+    p.add_argument(
+        "--lockstep",
+        action="store_true",
+        help='before each step print {"event": "ready"} and wait for a line on stdin; after it print {"event": "step", ...}',
+    )
     return p.parse_args()
 
 
@@ -56,6 +62,7 @@ class PhaseClock:
 
     def wrap(self, name: str, fn: Callable, observe: Callable[[Any], None] | None = None) -> Callable:
         """`fn`, timed into phase `name`; `observe(result)` runs after the clock stops."""
+
         @wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
             t0 = time.perf_counter()
@@ -64,6 +71,7 @@ class PhaseClock:
             if observe is not None:
                 observe(result)
             return result
+
         return timed
 
     def snapshot(self) -> dict[str, float]:
@@ -107,8 +115,14 @@ def make_step_callback(clock: PhaseClock, lockstep: bool = False):
 def instrument(trainer, clock: PhaseClock) -> None:
     """Time generation and rewards; record every batch's completion lengths and reward spread."""
     trainer._generate = clock.wrap("rollout", trainer._generate)
-    trainer._calculate_rewards = clock.wrap("reward", trainer._calculate_rewards, lambda r: clock.reward_std.append(round(float(r.std()), 4)))
-    trainer._generate_and_score_completions = clock.wrap("prepare", trainer._generate_and_score_completions, lambda out: clock.lengths.extend(out["completion_mask"].sum(-1).tolist()))
+    trainer._calculate_rewards = clock.wrap(
+        "reward", trainer._calculate_rewards, lambda r: clock.reward_std.append(round(float(r.std()), 4))
+    )
+    trainer._generate_and_score_completions = clock.wrap(
+        "prepare",
+        trainer._generate_and_score_completions,
+        lambda out: clock.lengths.extend(out["completion_mask"].sum(-1).tolist()),
+    )
 
 
 def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
@@ -116,13 +130,36 @@ def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
     from trl import GRPOConfig
 
     return GRPOConfig(
-        output_dir=out_dir, use_cpu=True, bf16=False, fp16=False, gradient_checkpointing=False,
-        per_device_train_batch_size=n_prompts * args.samples, gradient_accumulation_steps=1, num_generations=args.samples,
-        max_completion_length=args.tokens, generation_kwargs={"min_new_tokens": args.tokens},
-        temperature=1.0, top_p=1.0, top_k=0, beta=0.0, num_iterations=1, use_vllm=False,
-        learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0, optim="adamw_torch", max_grad_norm=1.0,
-        max_steps=args.warmup + args.steps, seed=args.seed, logging_steps=1, report_to="none", save_strategy="no",
-        disable_tqdm=True, dataloader_num_workers=0, log_completions=False,
+        output_dir=out_dir,
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=n_prompts * args.samples,
+        gradient_accumulation_steps=1,
+        num_generations=args.samples,
+        max_completion_length=args.tokens,
+        generation_kwargs={"min_new_tokens": args.tokens},
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        beta=0.0,
+        num_iterations=1,
+        use_vllm=False,
+        learning_rate=args.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        optim="adamw_torch",
+        max_grad_norm=1.0,
+        max_steps=args.warmup + args.steps,
+        seed=args.seed,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        log_completions=False,
     )
 
 
@@ -139,7 +176,13 @@ def build_trainer(args: argparse.Namespace, out_dir: str):
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
     dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
-    return GRPOTrainer(model=model, reward_funcs=digit_fraction, args=grpo_config(args, len(rows), out_dir), train_dataset=dataset, processing_class=tokenizer)
+    return GRPOTrainer(
+        model=model,
+        reward_funcs=digit_fraction,
+        args=grpo_config(args, len(rows), out_dir),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+    )
 
 
 def main() -> None:
@@ -157,21 +200,30 @@ def main() -> None:
         timer = make_step_callback(clock, args.lockstep)
         trainer.add_callback(timer)
         trainer.train()
-    timed = timer.steps[args.warmup:]
+    timed = timer.steps[args.warmup :]
     phases = {k: statistics.median(s.get(k, 0.0) for s in timed) for k in ("rollout", "reward", "prepare")}
     phases["update"] = statistics.median(s["wall"] - s.get("prepare", 0.0) for s in timed)
     phases["prepare_other"] = phases.pop("prepare") - phases["rollout"] - phases["reward"]
-    print(json.dumps({
-        "step_s": [s["wall"] for s in timed],
-        "warmup_s": [round(s["wall"], 4) for s in timer.steps[: args.warmup]],
-        "phases": {k: round(v, 4) for k, v in phases.items()},
-        "minor_faults_per_step": statistics.median(s["minor_faults"] for s in timed),
-        "completion_len_min": min(clock.lengths), "completion_len_max": max(clock.lengths),
-        "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),
-        "reward_std": clock.reward_std,
-        "threads": timer.threads,
-        "versions": {"trl": trl.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
-    }))
+    print(
+        json.dumps(
+            {
+                "step_s": [s["wall"] for s in timed],
+                "warmup_s": [round(s["wall"], 4) for s in timer.steps[: args.warmup]],
+                "phases": {k: round(v, 4) for k, v in phases.items()},
+                "minor_faults_per_step": statistics.median(s["minor_faults"] for s in timed),
+                "completion_len_min": min(clock.lengths),
+                "completion_len_max": max(clock.lengths),
+                "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),
+                "reward_std": clock.reward_std,
+                "threads": timer.threads,
+                "versions": {
+                    "trl": trl.__version__,
+                    "torch": torch.__version__,
+                    "transformers": transformers.__version__,
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -18,12 +18,29 @@ def run_script(*args: str) -> list[dict]:
 
 
 def test_rollout_throughput_prints_fp32_and_bf16_rows():
-    rows = run_script("benchmarks/rollout_throughput.py", "--models", "3.17M", "--workloads", "full64", "--prompts", "2", "--samples", "2", "--repeats", "1")
+    rows = run_script(
+        "benchmarks/rollout_throughput.py",
+        "--models",
+        "3.17M",
+        "--workloads",
+        "full64",
+        "--prompts",
+        "2",
+        "--samples",
+        "2",
+        "--repeats",
+        "1",
+    )
     assert len(rows) == 1
     r = rows[0]
     assert r["model"] == "3.17M" and r["workload"] == "full64" and r["sequences"] == 4
     assert r["mean_completion_len_ascent"] == r["mean_completion_len_hf"] == 64.0  # EOS ignored: exactly 64 tokens
-    for key in ("ascent_tokens_per_s", "hf_generate_tokens_per_s", "ascent_bf16_tokens_per_s", "ascent_one_batch_tokens_per_s"):
+    for key in (
+        "ascent_tokens_per_s",
+        "hf_generate_tokens_per_s",
+        "ascent_bf16_tokens_per_s",
+        "ascent_one_batch_tokens_per_s",
+    ):
         assert r[key] > 0
     assert abs(r["speedup_vs_hf_generate"] - r["ascent_tokens_per_s"] / r["hf_generate_tokens_per_s"]) < 0.01
     assert r["malloc"] == "tuned"
@@ -37,7 +54,19 @@ def test_native_decode_compares_kernels_and_torch_ops():
 
         pytest.skip(f"native kernels unavailable: {kernels.unavailable()}")
     for compare in ("step", "attention"):
-        rows = run_script("benchmarks/native_decode.py", "--compare", compare, "--models", "3.17M", "--prompts", "8", "--samples", "8", "--repeats", "1")
+        rows = run_script(
+            "benchmarks/native_decode.py",
+            "--compare",
+            compare,
+            "--models",
+            "3.17M",
+            "--prompts",
+            "8",
+            "--samples",
+            "8",
+            "--repeats",
+            "1",
+        )
         assert len(rows) == 1
         r = rows[0]
         assert (r["model"], r["workload"], r["sequences"], r["compare"]) == ("3.17M", "full64", 64, compare)
@@ -46,7 +75,23 @@ def test_native_decode_compares_kernels_and_torch_ops():
 
 
 def test_step_profile_splits_the_step(tmp_path):
-    rows = run_script("benchmarks/step_profile.py", "--configs", "ascent,ascent-bf16,ascent-plain", "--steps", "1", "--warmup", "0", "--prompts", "2", "--samples", "2", "--tokens", "4", "--cache", str(tmp_path))
+    rows = run_script(
+        "benchmarks/step_profile.py",
+        "--configs",
+        "ascent,ascent-bf16,ascent-plain",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--prompts",
+        "2",
+        "--samples",
+        "2",
+        "--tokens",
+        "4",
+        "--cache",
+        str(tmp_path),
+    )
     assert [r["config"] for r in rows] == ["ascent", "ascent-bf16", "ascent-plain"]
     assert (rows[0]["shared_prefix"], rows[2]["shared_prefix"], rows[2]["shards"]) == ("on", "off", 1)
     for r in rows:
@@ -57,7 +102,15 @@ def test_step_profile_splits_the_step(tmp_path):
 
 
 def test_learner_prefix_times_both_forwards(tmp_path):
-    rows = run_script("benchmarks/learner_prefix.py", "--workloads", "3.17M", "--repeats", "1", "--cache", str(tmp_path / "missing" / "cache"))  # created on demand
+    rows = run_script(
+        "benchmarks/learner_prefix.py",
+        "--workloads",
+        "3.17M",
+        "--repeats",
+        "1",
+        "--cache",
+        str(tmp_path / "missing" / "cache"),
+    )  # created on demand
     assert len(rows) == 1
     r = rows[0]
     assert (r["workload"], r["rows"], r["prompt_len_mean"], r["completion_len_mean"]) == ("3.17M", 128, 7.0, 64.0)

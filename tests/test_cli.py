@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from ascent.cli import main
 
 FAST = ["warmstart.steps=0", "control.enabled=false", "logging.progress=false"]
@@ -42,32 +40,83 @@ def test_malformed_recipe_file(capsys, tmp_path):
 
 
 def test_missing_data_file(capsys, tmp_path):
-    check_one_line(*run(capsys, "train", f"data.train={tmp_path}/none.jsonl", f"data.eval={tmp_path}/none.jsonl", f"output_dir={tmp_path}", *FAST), "does not exist")
+    check_one_line(
+        *run(
+            capsys,
+            "train",
+            f"data.train={tmp_path}/none.jsonl",
+            f"data.eval={tmp_path}/none.jsonl",
+            f"output_dir={tmp_path}",
+            *FAST,
+        ),
+        "does not exist",
+    )
 
 
 def test_row_without_prompt_and_empty_dataset(capsys, tmp_path):
     (tmp_path / "a.jsonl").write_text(json.dumps({"question": "1+1"}) + "\n")
     (tmp_path / "empty.jsonl").write_text("\n")
-    check_one_line(*run(capsys, "train", f"data.train={tmp_path}/a.jsonl", f"data.eval={tmp_path}/a.jsonl", f"output_dir={tmp_path}", *FAST), "a.jsonl:1", "'prompt'")
-    check_one_line(*run(capsys, "train", f"data.train={tmp_path}/empty.jsonl", f"data.eval={tmp_path}/empty.jsonl", f"output_dir={tmp_path}", "name=e", *FAST), "has no rows")
+    check_one_line(
+        *run(
+            capsys,
+            "train",
+            f"data.train={tmp_path}/a.jsonl",
+            f"data.eval={tmp_path}/a.jsonl",
+            f"output_dir={tmp_path}",
+            *FAST,
+        ),
+        "a.jsonl:1",
+        "'prompt'",
+    )
+    check_one_line(
+        *run(
+            capsys,
+            "train",
+            f"data.train={tmp_path}/empty.jsonl",
+            f"data.eval={tmp_path}/empty.jsonl",
+            f"output_dir={tmp_path}",
+            "name=e",
+            *FAST,
+        ),
+        "has no rows",
+    )
 
 
 def test_bad_reward_spec(capsys, tmp_path):
-    check_one_line(*run(capsys, "train", f"reward={tmp_path}/nope.py:fn", f"output_dir={tmp_path}", *FAST), "does not exist")
-    check_one_line(*run(capsys, "train", "reward=not_a_reward", f"output_dir={tmp_path}", "name=r2", *FAST), "unknown reward", "exact_answer")
+    check_one_line(
+        *run(capsys, "train", f"reward={tmp_path}/nope.py:fn", f"output_dir={tmp_path}", *FAST), "does not exist"
+    )
+    check_one_line(
+        *run(capsys, "train", "reward=not_a_reward", f"output_dir={tmp_path}", "name=r2", *FAST),
+        "unknown reward",
+        "exact_answer",
+    )
 
 
 def test_existing_run_dir_and_bad_resume(capsys, tmp_path):
     (tmp_path / "default").mkdir()
     (tmp_path / "default" / "state.json").write_text("{}")
-    check_one_line(*run(capsys, "train", f"output_dir={tmp_path}", *FAST), "already holds a run", "--resume", "--overwrite")
+    check_one_line(
+        *run(capsys, "train", f"output_dir={tmp_path}", *FAST), "already holds a run", "--resume", "--overwrite"
+    )
     check_one_line(*run(capsys, "train", "--resume", str(tmp_path / "nothing")), "not a run directory")
 
 
 def test_list_prints_every_registry(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
-    for name in ("grpo", "dr_grpo", "rloo", "ppo_clip", "pg", "exact_answer", "math_verify", "default", "addition", "hf"):
+    for name in (
+        "grpo",
+        "dr_grpo",
+        "rloo",
+        "ppo_clip",
+        "pg",
+        "exact_answer",
+        "math_verify",
+        "default",
+        "addition",
+        "hf",
+    ):
         assert f"  {name} " in out
     assert "filters:" in out and "  dapo " in out and "  none " in out
     assert "max_refill_rounds" not in out  # parameters only with --params
@@ -78,7 +127,7 @@ def params_of(out: str, piece: str) -> dict[str, str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"  {piece} "))
     found = {}
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("      "):
             break
         found[line.split()[0]] = line

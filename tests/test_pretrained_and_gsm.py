@@ -92,7 +92,10 @@ def test_word_problems_checked_by_hand() -> None:
         ("Sara has 6 stamps and buys 11 more. How many stamps does Sara have now?", "17"),
         ("Anna has 17 books. Sara has 19 books. How many books do they have together?", "36"),
         ("Anna has 27 cards and gives 7 of them to Maria. How many cards does Anna have left?", "20"),
-        ("Omar has 9 jars of stickers. Each of the jars holds 9 stickers. How many stickers does Omar have in total?", "81"),
+        (
+            "Omar has 9 jars of stickers. Each of the jars holds 9 stickers. How many stickers does Omar have in total?",
+            "81",
+        ),
     ]
     assert [(r["prompt"], r["answer"]) for r in rows] == expected
     assert all(r["source"] == "word-problems" for r in rows)
@@ -217,10 +220,14 @@ def test_smollm2_converted_folder_generates(smollm2_dir: Path) -> None:
     assert tokenizer.chat_template
     assert (tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id) == (1, 2, 2)
     model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32).eval()
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "What is 2+3?"}], tokenize=False, add_generation_prompt=True)
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2+3?"}], tokenize=False, add_generation_prompt=True
+    )
     assert prompt.endswith("<|im_start|>assistant\n")
     inputs = tokenizer(prompt, return_tensors="pt")
-    outputs = [model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, inputs.input_ids.shape[1]:] for _ in range(2)]
+    outputs = [
+        model.generate(**inputs, max_new_tokens=8, do_sample=False)[0, inputs.input_ids.shape[1] :] for _ in range(2)
+    ]
     assert torch.equal(outputs[0], outputs[1])
     text = tokenizer.decode(outputs[0], skip_special_tokens=True)
     assert text.strip(), "empty generation"

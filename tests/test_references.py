@@ -33,25 +33,51 @@ def catalogue_refs(text: str) -> list[tuple[int, str]]:
 
 
 def test_pattern_flags_catalogue_rows_and_nothing_else():
-    flagged = ["REBEL (#38)", "IGPO's probe (#102): for each", "rows #4 and #5", "#21 in the catalogue",
-               "(#63/#73; Yao et al.)", "(#6 TACO, #8 GUI-Libra)"]
-    legitimate = ["color='#1f77b4'", "x = y  # 2 rows", "## 2. Agents", "# 3 seeds", "&#38;", "page.html/#1",
-                  "x[#idx]", "issue-#12a", "#define N 3", "arXiv:2404.16767", "C#7"]
+    flagged = [
+        "REBEL (#38)",
+        "IGPO's probe (#102): for each",
+        "rows #4 and #5",
+        "#21 in the catalogue",
+        "(#63/#73; Yao et al.)",
+        "(#6 TACO, #8 GUI-Libra)",
+    ]
+    legitimate = [
+        "color='#1f77b4'",
+        "x = y  # 2 rows",
+        "## 2. Agents",
+        "# 3 seeds",
+        "&#38;",
+        "page.html/#1",
+        "x[#idx]",
+        "issue-#12a",
+        "#define N 3",
+        "arXiv:2404.16767",
+        "C#7",
+    ]
     assert all(CATALOGUE_REF.search(s) for s in flagged), [s for s in flagged if not CATALOGUE_REF.search(s)]
     assert not any(CATALOGUE_REF.search(s) for s in legitimate), [s for s in legitimate if CATALOGUE_REF.search(s)]
 
 
 def test_no_catalogue_row_references():
-    found = [f"{path.relative_to(ROOT)}:{n}: {line}" for path in scanned_files()
-             for n, line in catalogue_refs(path.read_text(errors="replace"))]
-    assert not found, ("cite papers by authors, year and arXiv id (see docs/references.md), not by catalogue row:\n"
-                       + "\n".join(found))
+    found = [
+        f"{path.relative_to(ROOT)}:{n}: {line}"
+        for path in scanned_files()
+        for n, line in catalogue_refs(path.read_text(errors="replace"))
+    ]
+    assert not found, (
+        "cite papers by authors, year and arXiv id (see docs/references.md), not by catalogue row:\n" + "\n".join(found)
+    )
 
 
 def test_every_arxiv_id_is_in_the_bibliography():
     bibliography = (ROOT / "docs" / "references.md").read_text()
     listed = set(ARXIV_ID.findall(bibliography))
     assert listed, "docs/references.md lists no arXiv ids"
-    missing = [f"{path.relative_to(ROOT)}: arXiv:{arxiv_id}" for path in scanned_files() if path.name != "references.md"
-               for arxiv_id in sorted(set(ARXIV_ID.findall(path.read_text(errors="replace")))) if arxiv_id not in listed]
+    missing = [
+        f"{path.relative_to(ROOT)}: arXiv:{arxiv_id}"
+        for path in scanned_files()
+        if path.name != "references.md"
+        for arxiv_id in sorted(set(ARXIV_ID.findall(path.read_text(errors="replace"))))
+        if arxiv_id not in listed
+    ]
     assert not missing, "add these papers to docs/references.md:\n" + "\n".join(missing)

@@ -8,6 +8,18 @@ from ascent.agents.token_check import TokenCheck, check_trajectories, check_traj
 from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
 
 __all__ = [
-    "AgentConfig", "CHAR_CHAT_TEMPLATE", "ChatFormat", "ScriptedEngine", "TokenCheck", "Trajectory", "Turn", "arollout",
-    "check_trajectories", "check_trajectory", "cut_turn", "pack_trajectories", "rollout", "with_chat_template",
+    "AgentConfig",
+    "CHAR_CHAT_TEMPLATE",
+    "ChatFormat",
+    "ScriptedEngine",
+    "TokenCheck",
+    "Trajectory",
+    "Turn",
+    "arollout",
+    "check_trajectories",
+    "check_trajectory",
+    "cut_turn",
+    "pack_trajectories",
+    "rollout",
+    "with_chat_template",
 ]

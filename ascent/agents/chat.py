@@ -78,14 +78,22 @@ class ChatFormat:
         asked = render(tokenizer, user, True)
         answered = render(tokenizer, user + [{"role": "assistant", "content": _ASSISTANT}], False)
         if not answered.startswith(asked + _ASSISTANT):
-            raise ValueError("the chat template does not render an assistant message as <generation prompt> + content + <end>; "
-                             "the agent loop needs a prefix-stable template (no rewriting of earlier turns)")
-        observed = render(tokenizer, user + [{"role": "assistant", "content": _ASSISTANT}, {"role": observation_role, "content": _OBSERVATION}], True)
-        if not observed.startswith(answered) or _OBSERVATION not in observed[len(answered):]:
-            raise ValueError(f"the chat template rewrites earlier turns when a {observation_role!r} message follows an assistant message "
-                             f"(or drops the {observation_role!r} message); choose another observation_role or template")
-        head, _, tail = observed[len(answered):].partition(_OBSERVATION)
-        end = encode(tokenizer, answered[len(asked) + len(_ASSISTANT):])
+            raise ValueError(
+                "the chat template does not render an assistant message as <generation prompt> + content + <end>; "
+                "the agent loop needs a prefix-stable template (no rewriting of earlier turns)"
+            )
+        observed = render(
+            tokenizer,
+            user + [{"role": "assistant", "content": _ASSISTANT}, {"role": observation_role, "content": _OBSERVATION}],
+            True,
+        )
+        if not observed.startswith(answered) or _OBSERVATION not in observed[len(answered) :]:
+            raise ValueError(
+                f"the chat template rewrites earlier turns when a {observation_role!r} message follows an assistant message "
+                f"(or drops the {observation_role!r} message); choose another observation_role or template"
+            )
+        head, _, tail = observed[len(answered) :].partition(_OBSERVATION)
+        end = encode(tokenizer, answered[len(asked) + len(_ASSISTANT) :])
         special = set(getattr(tokenizer, "all_special_ids", []))
         turn_end = end[0] if end and end[0] in special else int(tokenizer.eos_token_id)
         return cls(tokenizer, tuple(end), head, tail, turn_end, observation_role)

@@ -45,12 +45,20 @@ class Episodes(Protocol):
     env_task: Callable[[dict[str, Any]], Any]
 
 
-def pack_episodes(trajs: list[Trajectory], rows: list[dict[str, Any]], n: int, tokenizer: Any, indices: Optional[list[int]] = None) -> RolloutBatch:
+def pack_episodes(
+    trajs: list[Trajectory], rows: list[dict[str, Any]], n: int, tokenizer: Any, indices: Optional[list[int]] = None
+) -> RolloutBatch:
     """Trajectories (n per row, row-major) as a RolloutBatch whose fields are the rows' fields (minus
     `prompt`) plus the `agent_*` fields, whose prompts are the rows' prompts, and whose `row_index` holds
     `indices` (one per row) when given."""
     batch = pack_trajectories(trajs, tokenizer)
-    batch.fields = [{**{k: v for k, v in rows[i // n].items() if k != "prompt"}, **{k: v for k, v in f.items() if k.startswith("agent_")}} for i, f in enumerate(batch.fields)]
+    batch.fields = [
+        {
+            **{k: v for k, v in rows[i // n].items() if k != "prompt"},
+            **{k: v for k, v in f.items() if k.startswith("agent_")},
+        }
+        for i, f in enumerate(batch.fields)
+    ]
     batch.prompts = [rows[i // n]["prompt"] for i in range(len(trajs))]
     batch.group_index = torch.arange(len(rows)).repeat_interleave(n)
     if indices is not None:
@@ -74,7 +82,7 @@ def prefix_hashes(traj: Trajectory) -> list[int]:
     """For each turn t, a 63-bit hash (>= 0) of traj.ids[:turns[t].end] (the history through turn t's sampled tokens)."""
     h, done, out = hashlib.blake2b(digest_size=8), 0, []
     for turn in traj.turns:
-        h.update(np.asarray(traj.ids[done: turn.end], dtype=np.int64).tobytes())
+        h.update(np.asarray(traj.ids[done : turn.end], dtype=np.int64).tobytes())
         done = turn.end
         out.append(int.from_bytes(h.copy().digest(), "little") & (2**63 - 1))
     return out
@@ -104,14 +112,18 @@ def history_ends(traj: Trajectory) -> list[Optional[int]]:
 
 
 @torch.no_grad()
-def answer_probs(model: Any, trajs: list[Trajectory], answers: list[Any], template: str, tokenizer: Any, micro_batch: int = 32) -> list[list[Optional[float]]]:
+def answer_probs(
+    model: Any, trajs: list[Trajectory], answers: list[Any], template: str, tokenizer: Any, micro_batch: int = 32
+) -> list[list[Optional[float]]]:
     """IGPO's probe (Wang et al., 2025, arXiv:2510.14967): for each trajectory and each history end h
     (`history_ends`), the policy's probability of the gold answer, exp(mean log p(answer tokens | ids[:h] +
     template prefix)), as the geometric mean per token so answers of different lengths compare. None where
     there is no history end."""
     pre, _, post = template.partition("{answer}")
     enc = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
-    probes: list[tuple[int, int, list[int], int, int]] = []  # (trajectory, history point, ids, answer start, answer end)
+    probes: list[
+        tuple[int, int, list[int], int, int]
+    ] = []  # (trajectory, history point, ids, answer start, answer end)
     for i, (t, a) in enumerate(zip(trajs, answers)):
         gold, head, tail = enc(str(a)), enc(pre), enc(post)
         for k, end in enumerate(history_ends(t)):
@@ -121,7 +133,7 @@ def answer_probs(model: Any, trajs: list[Trajectory], answers: list[Any], templa
     out: list[list[Optional[float]]] = [[None] * (len(t.turns) + 1) for t in trajs]
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     for s in range(0, len(probes), micro_batch):
-        chunk = probes[s: s + micro_batch]
+        chunk = probes[s : s + micro_batch]
         width = max(len(p[2]) for p in chunk)
         ids = torch.full((len(chunk), width), int(pad), dtype=torch.long)  # (B, L)
         mask = torch.zeros_like(ids)
@@ -153,13 +165,28 @@ class AgentCollector:
     def collect(self, indices: list[int], generator: torch.Generator) -> RolloutBatch:
         rows = [self.rows[i] for i in indices]
         self.policy.model.eval()
-        trajs = rollout(self.engine, self.policy, [self.task.env_task(r) for r in rows], self.task.make_env, self.loop, self.n, generator)
+        trajs = rollout(
+            self.engine,
+            self.policy,
+            [self.task.env_task(r) for r in rows],
+            self.task.make_env,
+            self.loop,
+            self.n,
+            generator,
+        )
         batch = pack_episodes(trajs, rows, self.n, self.policy.tokenizer, indices)
         rewards = [[u.reward for u in t.turns] for t in trajs]
         if self.turn_rewards == "igpo":
             from ascent.rewards.agentic import igpo_turn_rewards
 
-            probs = answer_probs(self.policy.model, trajs, [r.get("answer") for r in rows for _ in range(self.n)], self.igpo_template, self.policy.tokenizer, self.micro_batch_size)
+            probs = answer_probs(
+                self.policy.model,
+                trajs,
+                [r.get("answer") for r in rows for _ in range(self.n)],
+                self.igpo_template,
+                self.policy.tokenizer,
+                self.micro_batch_size,
+            )
             rewards = [igpo_turn_rewards(p, [u.reward for u in t.turns]) for p, t in zip(probs, trajs)]
             for f, p in zip(batch.fields, probs):
                 f["agent_answer_probs"] = p

@@ -55,14 +55,18 @@ class AgentConfig:
 
     def __post_init__(self) -> None:
         if self.max_turns < 1 or self.max_turn_tokens < 1:
-            raise ValueError(f"max_turns and max_turn_tokens must be >= 1, got {self.max_turns} and {self.max_turn_tokens}")
+            raise ValueError(
+                f"max_turns and max_turn_tokens must be >= 1, got {self.max_turns} and {self.max_turn_tokens}"
+            )
         if self.max_total_tokens < 2:
             raise ValueError(f"max_total_tokens must be >= 2, got {self.max_total_tokens}")
         if any(not s for s in self.stop_strings):
             raise ValueError("stop_strings must be non-empty strings")
 
 
-def cut_turn(tokenizer: Any, ids: list[int], stop_ids: frozenset[int], stop_strings: tuple[str, ...], budget: int) -> tuple[int, str]:
+def cut_turn(
+    tokenizer: Any, ids: list[int], stop_ids: frozenset[int], stop_strings: tuple[str, ...], budget: int
+) -> tuple[int, str]:
     """How many of the sampled `ids` the turn keeps, and why it ends: `eos` (a stop token, kept; also
     when it directly follows a stop string), `stop` (the shortest prefix whose text contains a stop
     string), else `length` (at most `budget` tokens).
@@ -105,9 +109,20 @@ class _Episode:
         return self.traj is not None and not self.traj.finish_reason
 
     def start(self, fmt: ChatFormat, obs: Observation, cfg: AgentConfig) -> None:
-        messages = ([{"role": "system", "content": obs.system}] if obs.system is not None else []) + [{"role": "user", "content": obs.text}]
+        messages = ([{"role": "system", "content": obs.system}] if obs.system is not None else []) + [
+            {"role": "user", "content": obs.text}
+        ]
         ids = fmt.prompt_ids(messages)
-        self.traj = Trajectory(ids=ids, loss_mask=[0] * len(ids), sampled_logprobs=[0.0] * len(ids), prompt_len=len(ids), messages=messages, task=self.task, group=self.group, info=dict(obs.info))
+        self.traj = Trajectory(
+            ids=ids,
+            loss_mask=[0] * len(ids),
+            sampled_logprobs=[0.0] * len(ids),
+            prompt_len=len(ids),
+            messages=messages,
+            task=self.task,
+            group=self.group,
+            info=dict(obs.info),
+        )
         if self.budget(fmt, cfg) < 1:
             self.traj.finish_reason = "max_tokens"
 
@@ -145,10 +160,25 @@ class _Episode:
             t.messages.append({"role": fmt.observation_role, "content": res.observation})
 
 
-def _model_turn(engine: RolloutEngine, model: Any, fmt: ChatFormat, cfg: AgentConfig, episodes: list[_Episode], pad_id: int, generator: Optional[torch.Generator]) -> list[str]:
+def _model_turn(
+    engine: RolloutEngine,
+    model: Any,
+    fmt: ChatFormat,
+    cfg: AgentConfig,
+    episodes: list[_Episode],
+    pad_id: int,
+    generator: Optional[torch.Generator],
+) -> list[str]:
     """One sampled turn for every episode in `episodes` (one engine call); returns the turns' texts."""
     budgets = [e.budget(fmt, cfg) for e in episodes]
-    s = SamplingSettings(max_new_tokens=max(budgets), eos_id=fmt.turn_end_id, pad_id=pad_id, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k)
+    s = SamplingSettings(
+        max_new_tokens=max(budgets),
+        eos_id=fmt.turn_end_id,
+        pad_id=pad_id,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        top_k=cfg.top_k,
+    )
     gen = engine.generate(model, [e.traj.ids for e in episodes], 1, s, generator)  # tokens/logprobs: (A, max_new)
     texts = []
     for i, (e, budget) in enumerate(zip(episodes, budgets)):
@@ -158,7 +188,15 @@ def _model_turn(engine: RolloutEngine, model: Any, fmt: ChatFormat, cfg: AgentCo
     return texts
 
 
-async def arollout(engine: RolloutEngine, policy: Any, tasks: list[Any], make_env: Callable[[], Env], cfg: AgentConfig = AgentConfig(), n: int = 1, generator: Optional[torch.Generator] = None) -> list[Trajectory]:
+async def arollout(
+    engine: RolloutEngine,
+    policy: Any,
+    tasks: list[Any],
+    make_env: Callable[[], Env],
+    cfg: AgentConfig = AgentConfig(),
+    n: int = 1,
+    generator: Optional[torch.Generator] = None,
+) -> list[Trajectory]:
     """Run `n` episodes per task (task-major order: task g's episodes are g*n .. g*n+n-1) with the
     policy's model and tokenizer (its chat template); returns one `Trajectory` per episode."""
     fmt = ChatFormat.from_tokenizer(policy.tokenizer, cfg.observation_role)
@@ -176,6 +214,14 @@ async def arollout(engine: RolloutEngine, policy: Any, tasks: list[Any], make_en
     return [e.traj for e in episodes]
 
 
-def rollout(engine: RolloutEngine, policy: Any, tasks: list[Any], make_env: Callable[[], Env], cfg: AgentConfig = AgentConfig(), n: int = 1, generator: Optional[torch.Generator] = None) -> list[Trajectory]:
+def rollout(
+    engine: RolloutEngine,
+    policy: Any,
+    tasks: list[Any],
+    make_env: Callable[[], Env],
+    cfg: AgentConfig = AgentConfig(),
+    n: int = 1,
+    generator: Optional[torch.Generator] = None,
+) -> list[Trajectory]:
     """`arollout` from synchronous code (it starts an event loop; from async code await `arollout`)."""
     return asyncio.run(arollout(engine, policy, tasks, make_env, cfg, n, generator))

@@ -27,12 +27,16 @@ from ascent.rollout.types import Generation, SamplingSettings
 class ScriptedEngine:
     """An engine whose samples are `respond(context)`, tokenised canonically."""
 
-    def __init__(self, tokenizer: Any, respond: Callable[[str], str], end_turn: bool = True, logprob: float = 0.0) -> None:
+    def __init__(
+        self, tokenizer: Any, respond: Callable[[str], str], end_turn: bool = True, logprob: float = 0.0
+    ) -> None:
         self.tokenizer, self.respond, self.end_turn, self.logprob = tokenizer, respond, end_turn, logprob
         self.contexts: list[str] = []
         """Every context it was asked to continue, in order."""
 
-    def generate(self, model: Any, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: Optional[torch.Generator]) -> Generation:
+    def generate(
+        self, model: Any, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: Optional[torch.Generator]
+    ) -> Generation:
         rows = []
         for p in prompt_ids:
             context = self.tokenizer.decode(p, skip_special_tokens=False)
@@ -44,6 +48,8 @@ class ScriptedEngine:
         for i, ids in enumerate(rows):
             tokens[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
         lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)  # (N,)
-        logprobs = torch.where(torch.arange(s.max_new_tokens)[None, :] < lengths[:, None], self.logprob, 0.0).float()  # (N, max_new)
+        logprobs = torch.where(
+            torch.arange(s.max_new_tokens)[None, :] < lengths[:, None], self.logprob, 0.0
+        ).float()  # (N, max_new)
         finished = torch.tensor([bool(r) and r[-1] == s.eos_id for r in rows], dtype=torch.bool)
         return Generation(tokens=tokens, logprobs=logprobs, lengths=lengths, finished=finished)

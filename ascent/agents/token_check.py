@@ -46,9 +46,11 @@ class TokenCheck:
         """One line for logs."""
         if self.ok:
             return f"ok ({self.trajectory_len} tokens)"
-        return (f"diverges at token {self.index} ({self.kind}; {'same text, different tokenisation' if self.same_text else 'different text'}): "
-                f"template {self.expected} {self.expected_text!r}, trajectory {self.got} {self.got_text!r} "
-                f"(lengths {self.rendered_len} vs {self.trajectory_len})")
+        return (
+            f"diverges at token {self.index} ({self.kind}; {'same text, different tokenisation' if self.same_text else 'different text'}): "
+            f"template {self.expected} {self.expected_text!r}, trajectory {self.got} {self.got_text!r} "
+            f"(lengths {self.rendered_len} vs {self.trajectory_len})"
+        )
 
 
 def render_ids(traj: Trajectory, tokenizer: Any) -> tuple[str, list[int]]:
@@ -69,11 +71,18 @@ def check_trajectory(traj: Trajectory, tokenizer: Any, window: int = 4) -> Token
     if index is None:
         return TokenCheck(True, None, [], [], "", "", None, same, len(expected), len(got))
     kinds = traj.token_kinds()
-    exp, gt = expected[index: index + window], got[index: index + window]
+    exp, gt = expected[index : index + window], got[index : index + window]
     return TokenCheck(
-        ok=False, index=index, expected=exp, got=gt,
-        expected_text=tokenizer.decode(exp, skip_special_tokens=False), got_text=tokenizer.decode(gt, skip_special_tokens=False),
-        kind=kinds[index] if index < len(kinds) else "end", same_text=same, rendered_len=len(expected), trajectory_len=len(got),
+        ok=False,
+        index=index,
+        expected=exp,
+        got=gt,
+        expected_text=tokenizer.decode(exp, skip_special_tokens=False),
+        got_text=tokenizer.decode(gt, skip_special_tokens=False),
+        kind=kinds[index] if index < len(kinds) else "end",
+        same_text=same,
+        rendered_len=len(expected),
+        trajectory_len=len(got),
     )
 
 

@@ -76,9 +76,9 @@ class Trajectory:
         """(T,) what each position holds: prompt | sampled | template | observation."""
         kinds = ["prompt"] * self.prompt_len + ["template"] * (len(self.ids) - self.prompt_len)
         for t in self.turns:
-            kinds[t.start:t.end] = ["sampled"] * (t.end - t.start)
+            kinds[t.start : t.end] = ["sampled"] * (t.end - t.start)
             if t.observation is not None:
-                kinds[t.observation[0]:t.observation[1]] = ["observation"] * (t.observation[1] - t.observation[0])
+                kinds[t.observation[0] : t.observation[1]] = ["observation"] * (t.observation[1] - t.observation[0])
         return kinds
 
     def turn_index(self) -> list[int]:
@@ -86,7 +86,7 @@ class Trajectory:
         (what turn-level advantages broadcast over)."""
         out = [-1] * len(self.ids)
         for k, t in enumerate(self.turns):
-            out[t.start:t.end] = [k] * (t.end - t.start)
+            out[t.start : t.end] = [k] * (t.end - t.start)
         return out
 
 
@@ -125,13 +125,26 @@ def pack_trajectories(trajs: list[Trajectory], tokenizer: Any, policy_version: i
         group_index=torch.tensor([t.group for t in trajs], dtype=torch.long),
         finished=torch.tensor([t.finish_reason == "done" for t in trajs], dtype=torch.bool),
         prompts=[t.prompt for t in trajs],
-        completions=tokenizer.batch_decode([t.ids[t.prompt_len:] for t in trajs], skip_special_tokens=True),
-        fields=[{**task_fields(t.task), "agent_reward": t.reward, "agent_turns": [(u.start, u.end) for u in t.turns],
-                 "agent_turn_texts": [u.text for u in t.turns], "agent_turn_infos": [u.info for u in t.turns],
-                 "agent_finish_reason": t.finish_reason, "agent_info": t.info} for t in trajs],
+        completions=tokenizer.batch_decode([t.ids[t.prompt_len :] for t in trajs], skip_special_tokens=True),
+        fields=[
+            {
+                **task_fields(t.task),
+                "agent_reward": t.reward,
+                "agent_turns": [(u.start, u.end) for u in t.turns],
+                "agent_turn_texts": [u.text for u in t.turns],
+                "agent_turn_infos": [u.info for u in t.turns],
+                "agent_finish_reason": t.finish_reason,
+                "agent_info": t.info,
+            }
+            for t in trajs
+        ],
         policy_version=policy_version,
-        stats=agent_stats(trajs) | {"rollout/completion_tokens": sampled, "rollout/completion_len_mean": sampled / n,
-                                    "rollout/truncated_frac": sum(t.finish_reason != "done" for t in trajs) / n},
+        stats=agent_stats(trajs)
+        | {
+            "rollout/completion_tokens": sampled,
+            "rollout/completion_len_mean": sampled / n,
+            "rollout/truncated_frac": sum(t.finish_reason != "done" for t in trajs) / n,
+        },
     )
 
 

@@ -1,12 +1,22 @@
 """Algorithm registries: advantage estimators, policy losses, group filters, KL estimators, the one aggregation."""
 
+from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
+from ascent.algorithms import turn_advantages as _turn_advantages  # noqa: E402,F401  (registers tree, progress, serl, explore_group)
 from ascent.algorithms.advantages import ADVANTAGES
 from ascent.algorithms.aggregate import AGG_MODES, aggregate
 from ascent.algorithms.filters import FILTERS
 from ascent.algorithms.kl import KL_ESTIMATORS, kl_penalty
 from ascent.algorithms.losses import LOSSES
 from ascent.algorithms.types import AdvantageInput, LossInput
-from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
-from ascent.algorithms import turn_advantages as _turn_advantages  # noqa: E402,F401  (registers tree, progress, serl, explore_group)
 
-__all__ = ["ADVANTAGES", "AGG_MODES", "FILTERS", "KL_ESTIMATORS", "LOSSES", "AdvantageInput", "LossInput", "aggregate", "kl_penalty"]
+__all__ = [
+    "ADVANTAGES",
+    "AGG_MODES",
+    "FILTERS",
+    "KL_ESTIMATORS",
+    "LOSSES",
+    "AdvantageInput",
+    "LossInput",
+    "aggregate",
+    "kl_penalty",
+]

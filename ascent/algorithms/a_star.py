@@ -76,7 +76,10 @@ class AStarState(PieceState):
         self.v_star = soft_value(rewards, valid, self.params.beta)
         missing = int(torch.isnan(self.v_star).sum())
         if missing:
-            log.warning("A*-PO stage 1: every reference sample of %d prompts failed its reward; those prompts are skipped", missing)
+            log.warning(
+                "A*-PO stage 1: every reference sample of %d prompts failed its reward; those prompts are skipped",
+                missing,
+            )
 
     def sequence_inputs(self, batch: Any) -> dict[str, torch.Tensor]:
         return {"v_star": self.v_star[batch.row_index]}

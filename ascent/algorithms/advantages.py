@@ -24,7 +24,9 @@ from ascent.registry import Registry
 ADVANTAGES: Registry = Registry("advantage estimator")
 
 
-def group_moments(values: torch.Tensor, group_index: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def group_moments(
+    values: torch.Tensor, group_index: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sample (count, mean, unbiased std) of its group's valid values; each (N,).
 
     Groups with one valid sample get std 0, and so do groups whose valid values are all equal: their
@@ -109,7 +111,9 @@ def _extra(inp: AdvantageInput, key: str, name: str) -> torch.Tensor:
     """inp.extras[key], or a ValueError naming the estimator that needs it."""
     value = inp.extras.get(key)
     if value is None:
-        raise ValueError(f"advantage estimator {name!r} needs inp.extras[{key!r}] (the trainer fills it); got extras {sorted(inp.extras)}")
+        raise ValueError(
+            f"advantage estimator {name!r} needs inp.extras[{key!r}] (the trainer fills it); got extras {sorted(inp.extras)}"
+        )
     return value
 
 
@@ -134,7 +138,11 @@ def _grpo_seq(inp: AdvantageInput, cfg) -> torch.Tensor:
 def _surprisal(inp: AdvantageInput, name: str) -> torch.Tensor:
     """(N,) length-normalised response surprisal: mean over completion tokens of -log p(sampled token)."""
     logprobs = _extra(inp, "logprobs", name)
-    _check(name, tuple(logprobs.shape) == tuple(inp.mask.shape), f"extras['logprobs'] has shape {tuple(logprobs.shape)}, mask {tuple(inp.mask.shape)}")
+    _check(
+        name,
+        tuple(logprobs.shape) == tuple(inp.mask.shape),
+        f"extras['logprobs'] has shape {tuple(logprobs.shape)}, mask {tuple(inp.mask.shape)}",
+    )
     m = inp.mask.to(logprobs.dtype)
     s = torch.where(m > 0, (-logprobs).clamp(max=1e4), torch.zeros_like(logprobs))  # finite even for -inf
     return s.sum(-1) / m.sum(-1).clamp(min=1.0)
@@ -191,9 +199,15 @@ def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.T
     """
     name = "taco"
     logprobs = _extra(inp, "logprobs", name)
-    _check(name, tuple(logprobs.shape) == tuple(inp.mask.shape), f"extras['logprobs'] has shape {tuple(logprobs.shape)}, mask {tuple(inp.mask.shape)}")
+    _check(
+        name,
+        tuple(logprobs.shape) == tuple(inp.mask.shape),
+        f"extras['logprobs'] has shape {tuple(logprobs.shape)}, mask {tuple(inp.mask.shape)}",
+    )
     m = inp.mask.to(logprobs.dtype)
-    s = torch.where(m > 0, (-logprobs).clamp(max=1e4), torch.zeros_like(logprobs))  # (N, T) surprisal on completion tokens
+    s = torch.where(
+        m > 0, (-logprobs).clamp(max=1e4), torch.zeros_like(logprobs)
+    )  # (N, T) surprisal on completion tokens
     prefix_s = torch.cumsum(s, dim=-1) - s  # (N, T) sum over positions < t
     prefix_m = torch.cumsum(m, dim=-1) - m
     w = params.window
@@ -202,7 +216,9 @@ def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.T
     count = prefix_m - lag_m  # completion tokens among the w preceding positions
     local_h = torch.where(count > 0, (prefix_s - lag_s) / count.clamp(min=1.0), s)
     risk = s - local_h + math.log(params.alpha)
-    weight = torch.where(risk > 0, 1.0 - (1.0 - params.floor) * (1.0 - torch.exp(-risk.clamp(min=0.0))), torch.ones_like(risk))
+    weight = torch.where(
+        risk > 0, 1.0 - (1.0 - params.floor) * (1.0 - torch.exp(-risk.clamp(min=0.0))), torch.ones_like(risk)
+    )
     adv = broadcast(_grpo_seq(inp, cfg), inp)
     return torch.where(adv > 0, adv * weight.to(adv.dtype), adv)
 
@@ -346,7 +362,11 @@ def sa_mrpo(inp: AdvantageInput, cfg, params: SaMrpoParams = SaMrpoParams()) -> 
     """
     name = "sa_mrpo"
     comps = _extra(inp, "components", name)
-    _check(name, comps.dim() == 2 and comps.shape[0] == inp.rewards.shape[0], f"extras['components'] must be (N, K), got {tuple(comps.shape)}")
+    _check(
+        name,
+        comps.dim() == 2 and comps.shape[0] == inp.rewards.shape[0],
+        f"extras['components'] must be (N, K), got {tuple(comps.shape)}",
+    )
     comps = comps.to(inp.rewards.dtype)
     zs, discounts = [], []
     for k in range(comps.shape[1]):

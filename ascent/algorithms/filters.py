@@ -36,7 +36,9 @@ class DapoParams:
 
 
 @FILTERS.register("dapo", params=DapoParams)
-def dapo(rewards: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, params: DapoParams = DapoParams()) -> torch.Tensor:
+def dapo(
+    rewards: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, params: DapoParams = DapoParams()
+) -> torch.Tensor:
     """DAPO dynamic sampling (Yu et al. 2025, arXiv:2503.14476): keep a group only when at least two of its
     valid samples' rewards differ (an all-equal group has zero GRPO advantage: no signal); (G,) bool.
 

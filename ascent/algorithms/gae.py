@@ -12,10 +12,8 @@ the trainer fills them from the learner's critic because `gae.requires` names th
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -36,11 +34,15 @@ def outcome_token_rewards(rewards: torch.Tensor, valid: torch.Tensor, mask: torc
     last = T - 1 - torch.argmax(mask.flip(-1), dim=-1)  # (N,) last position where mask is 1
     has = valid & (mask.sum(-1) > 0)
     out = torch.zeros_like(mask)
-    out[torch.arange(mask.shape[0], device=mask.device), last] = torch.where(has, rewards, torch.zeros_like(rewards)).to(out.dtype)
+    out[torch.arange(mask.shape[0], device=mask.device), last] = torch.where(
+        has, rewards, torch.zeros_like(rewards)
+    ).to(out.dtype)
     return out
 
 
-def compute_gae(values: torch.Tensor, token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_gae(
+    values: torch.Tensor, token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns), each (N, T) and zero off `mask` (each row's completion tokens, contiguous).
 
     >>> v = torch.tensor([[0.0, 0.5, 0.25]]); r = torch.tensor([[0.0, 0.0, 1.0]]); m = torch.tensor([[0.0, 1.0, 1.0]])
@@ -77,14 +79,18 @@ class CriticState(PieceState):
         """(N, T) values of every position of `batch`, in micro-batches, without grad."""
         self.model.eval()
         m = self.services.micro_batch_size
-        return torch.cat([self.model(batch.input_ids[i: i + m], batch.attention_mask[i: i + m]) for i in range(0, len(batch), m)])
+        return torch.cat(
+            [self.model(batch.input_ids[i : i + m], batch.attention_mask[i : i + m]) for i in range(0, len(batch), m)]
+        )
 
     def advantage_extras(self, batch: Any) -> dict[str, torch.Tensor]:
         values = self.values(batch)
         self._values = (batch, values)
         return {"values": values}
 
-    def begin_update(self, batch: Any, rewards: Optional[torch.Tensor], valid: torch.Tensor, mask: torch.Tensor) -> None:
+    def begin_update(
+        self, batch: Any, rewards: Optional[torch.Tensor], valid: torch.Tensor, mask: torch.Tensor
+    ) -> None:
         """Pre-update values (those the advantages were computed with) and the GAE returns, the targets."""
         if rewards is None:
             raise ValueError("the critic regresses on the rewards: pass rewards= to Learner.update")
@@ -100,10 +106,17 @@ class CriticState(PieceState):
         num_tokens = float(mask[rows].sum())
         total, clipped, m = 0.0, 0.0, self.services.micro_batch_size
         for start in range(0, len(rows), m):
-            sub = rows[start: start + m]
+            sub = rows[start : start + m]
             width = int(batch.attention_mask[sub].sum(-1).max())
             new = self.model(batch.input_ids[sub, :width], batch.attention_mask[sub, :width])
-            loss, frac = clipped_value_loss(new, old_values[sub, :width], returns[sub, :width], mask[sub, :width], self.params.value_clip, num_tokens)
+            loss, frac = clipped_value_loss(
+                new,
+                old_values[sub, :width],
+                returns[sub, :width],
+                mask[sub, :width],
+                self.params.value_clip,
+                num_tokens,
+            )
             if not torch.isfinite(loss):
                 self.optimizer.zero_grad(set_to_none=True)
                 return {"value/loss": float("nan"), "value/skipped": 1.0}
@@ -111,14 +124,25 @@ class CriticState(PieceState):
             total += float(loss.detach())
             clipped += frac * float(mask[sub].sum()) / max(num_tokens, 1.0)
         norm, stepped = self.services.clip_and_step(self.model, self.optimizer, self.scheduler)
-        return {"value/loss": total, "value/clip_frac": clipped, "value/grad_norm": norm, "value/skipped": float(not stepped)}
+        return {
+            "value/loss": total,
+            "value/clip_frac": clipped,
+            "value/grad_norm": norm,
+            "value/skipped": float(not stepped),
+        }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "model" not in state:
-            raise ValueError("the checkpoint has no critic state (it was written without the 'gae' advantage); resume with the advantage it was trained with")
+            raise ValueError(
+                "the checkpoint has no critic state (it was written without the 'gae' advantage); resume with the advantage it was trained with"
+            )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -159,9 +183,13 @@ def gae(inp: AdvantageInput, cfg, params: GaeParams = GaeParams()) -> torch.Tens
     supplies extras["values"]. Invalid samples get zero advantage.
     """
     if "values" not in inp.extras:
-        raise ValueError("advantage 'gae' needs extras['values'] (N, T) from a critic; RLTrainer fills it because gae.requires names 'values'")
+        raise ValueError(
+            "advantage 'gae' needs extras['values'] (N, T) from a critic; RLTrainer fills it because gae.requires names 'values'"
+        )
     values = inp.extras["values"].to(inp.mask.dtype)
-    adv, _ = compute_gae(values, outcome_token_rewards(inp.rewards, inp.valid, inp.mask), inp.mask, params.gamma, params.lam)
+    adv, _ = compute_gae(
+        values, outcome_token_rewards(inp.rewards, inp.valid, inp.mask), inp.mask, params.gamma, params.lam
+    )
     keep = inp.mask * inp.valid[:, None].to(inp.mask.dtype)  # (N, T)
     if params.whiten and keep.sum() > 1:
         mean = (adv * keep).sum() / keep.sum()
@@ -173,7 +201,14 @@ def gae(inp: AdvantageInput, cfg, params: GaeParams = GaeParams()) -> torch.Tens
 gae.requires = frozenset({"values"})
 
 
-def clipped_value_loss(new: torch.Tensor, old: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor, clip: float | None, num_tokens: float) -> tuple[torch.Tensor, float]:
+def clipped_value_loss(
+    new: torch.Tensor,
+    old: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float | None,
+    num_tokens: float,
+) -> tuple[torch.Tensor, float]:
     """PPO's value loss 0.5 max((V - R)^2, (clip(V, V_old +- c) - R)^2), token mean through `aggregate`
     normalised by the mini-batch's `num_tokens`; also the share of tokens where the clipped term wins.
 

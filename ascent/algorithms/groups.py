@@ -5,7 +5,9 @@ from __future__ import annotations
 import torch
 
 
-def group_min_max(values: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, groups: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def group_min_max(
+    values: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, groups: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(min, max) over each group's valid values, (G,) each; a group with no valid value gets (+big, -big)
     (the dtype's largest finite value), so `max > min` is false for it and `min == max` marks an all-equal one.
 
@@ -16,6 +18,10 @@ def group_min_max(values: torch.Tensor, valid: torch.Tensor, group_index: torch.
     if groups is None:
         groups = int(group_index.max()) + 1 if group_index.numel() else 0
     big = torch.finfo(values.dtype).max
-    lo = torch.full((groups,), big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, big)), "amin")
-    hi = torch.full((groups,), -big, dtype=values.dtype).scatter_reduce(0, group_index, torch.where(valid, values, torch.full_like(values, -big)), "amax")
+    lo = torch.full((groups,), big, dtype=values.dtype).scatter_reduce(
+        0, group_index, torch.where(valid, values, torch.full_like(values, big)), "amin"
+    )
+    hi = torch.full((groups,), -big, dtype=values.dtype).scatter_reduce(
+        0, group_index, torch.where(valid, values, torch.full_like(values, -big)), "amax"
+    )
     return lo, hi

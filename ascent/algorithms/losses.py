@@ -37,7 +37,9 @@ def tis_weight(inp: LossInput, cfg) -> torch.Tensor:
     return torch.exp(gap.clamp(max=20.0)).clamp(max=cfg.tis_cap).detach()
 
 
-def with_kl(loss: torch.Tensor, inp: LossInput, cfg, metrics: dict[str, float]) -> tuple[torch.Tensor, dict[str, float]]:
+def with_kl(
+    loss: torch.Tensor, inp: LossInput, cfg, metrics: dict[str, float]
+) -> tuple[torch.Tensor, dict[str, float]]:
     """Add kl_coef * aggregated KL(pi || pi_ref) when a reference is present."""
     if cfg.kl_coef > 0 and inp.ref_logprobs is not None:
         kl = kl_penalty(inp.logprobs, inp.ref_logprobs, cfg.kl_estimator)  # (N, T)
@@ -102,7 +104,11 @@ def gspo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     clipped = -adv * ratio.clamp(1.0 - cfg.clip_low, 1.0 + cfg.clip_high)
     loss = _reduce(torch.maximum(unclipped, clipped) * tis_weight(inp, cfg), inp, cfg)
     with torch.no_grad():
-        metrics = {"loss/policy": float(loss), "loss/clip_frac": float(masked_mean((clipped > unclipped).float(), inp.mask)), "loss/seq_ratio_mean": float(torch.exp(seq).mean())}
+        metrics = {
+            "loss/policy": float(loss),
+            "loss/clip_frac": float(masked_mean((clipped > unclipped).float(), inp.mask)),
+            "loss/seq_ratio_mean": float(torch.exp(seq).mean()),
+        }
     return with_kl(loss, inp, cfg, metrics)
 
 
@@ -144,7 +150,9 @@ def requires(*needs: str):
 def _need(inp: LossInput, loss: str, *fields: str) -> None:
     missing = [f for f in fields if getattr(inp, f) is None]
     if missing:
-        raise ValueError(f"loss {loss!r} needs LossInput.{', '.join(missing)}; the learner fills them from the loss's `requires`")
+        raise ValueError(
+            f"loss {loss!r} needs LossInput.{', '.join(missing)}; the learner fills them from the loss's `requires`"
+        )
 
 
 def sequence_mean(per_seq: torch.Tensor, inp: LossInput) -> torch.Tensor:
@@ -173,7 +181,9 @@ def group_mean(x: torch.Tensor, group_index: torch.Tensor, ok: torch.Tensor) -> 
     """(N,) mean of `x` over the rows of each row's group where `ok` (0 for groups without such rows)."""
     _, g = torch.unique(group_index, return_inverse=True)
     w = ok.to(x.dtype)
-    total = torch.zeros(int(g.max()) + 1 if g.numel() else 0, dtype=x.dtype, device=x.device).index_add(0, g, torch.where(ok, x, torch.zeros_like(x)))
+    total = torch.zeros(int(g.max()) + 1 if g.numel() else 0, dtype=x.dtype, device=x.device).index_add(
+        0, g, torch.where(ok, x, torch.zeros_like(x))
+    )
     count = torch.zeros_like(total).index_add(0, g, w)
     return (total / count.clamp(min=1.0))[g]
 
@@ -299,10 +309,16 @@ def agro(inp: LossInput, cfg, params: AgroParams = AgroParams()) -> tuple[torch.
     per_seq = dev.pow(2) / (2.0 * beta)
     if params.score_coef:
         f = per_seq.detach()
-        per_seq = per_seq + params.score_coef * (f - group_mean(f, inp.group_index, ok)) * (inp.logprobs * inp.mask).sum(-1)
+        per_seq = per_seq + params.score_coef * (f - group_mean(f, inp.group_index, ok)) * (
+            inp.logprobs * inp.mask
+        ).sum(-1)
     loss = sequence_mean(torch.where(ok, per_seq, torch.zeros_like(per_seq)), inp)
     with torch.no_grad():
-        metrics = {"loss/policy": float(loss), "loss/agro_consistency": float((dev.pow(2) * ok).sum() / ok.sum().clamp(min=1)), "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / ok.sum().clamp(min=1))}
+        metrics = {
+            "loss/policy": float(loss),
+            "loss/agro_consistency": float((dev.pow(2) * ok).sum() / ok.sum().clamp(min=1)),
+            "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / ok.sum().clamp(min=1)),
+        }
     return with_kl(loss, inp, cfg, metrics)
 
 
@@ -328,7 +344,11 @@ def a_star_po(inp: LossInput, cfg, params: AStarParams = AStarParams()) -> tuple
     loss = sequence_mean(torch.where(ok, per_seq, torch.zeros_like(per_seq)), inp)
     with torch.no_grad():
         k = ok.sum().clamp(min=1)
-        metrics = {"loss/policy": float(loss), "loss/a_star_adv_mean": float(target.sum() / k), "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / k)}
+        metrics = {
+            "loss/policy": float(loss),
+            "loss/a_star_adv_mean": float(target.sum() / k),
+            "loss/seq_log_ratio_ref": float((log_ratio * ok).sum() / k),
+        }
     return with_kl(loss, inp, cfg, metrics)
 
 

@@ -43,7 +43,9 @@ class Services(Protocol):
         """Training rows (prompts) of the task."""
         ...
 
-    def sample_and_score(self, model: torch.nn.Module, rows: list[int], k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_and_score(
+        self, model: torch.nn.Module, rows: list[int], k: int, seed: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(rewards, valid), (len(rows), k) each: `k` completions per training row from `model` with the run's
         sampling settings and its own generator seeded by `seed`, scored by the run's rewards."""
         ...
@@ -64,7 +66,9 @@ class Services(Protocol):
         """A frozen model from a checkpoint folder or a run directory, checked to share the policy's tokenizer."""
         ...
 
-    def full_logprobs(self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def full_logprobs(
+        self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
         """(n, T, V) full-vocabulary log-softmax of `model`, aligned with the learner's token log-probs."""
         ...
 

@@ -46,14 +46,22 @@ def _turn_extra(inp: AdvantageInput, key: str, name: str) -> torch.Tensor:
     """extras[key] as an (N, M) tensor, or a ValueError naming the estimator and the extra."""
     value = _extra(inp, key, name)
     n = inp.rewards.shape[0]
-    _check(name, value.dim() == 2 and value.shape[0] == n, f"extras[{key!r}] must be (N, M) = ({n}, turns), got {tuple(value.shape)}")
+    _check(
+        name,
+        value.dim() == 2 and value.shape[0] == n,
+        f"extras[{key!r}] must be (N, M) = ({n}, turns), got {tuple(value.shape)}",
+    )
     return value
 
 
 def _turn_index(inp: AdvantageInput, name: str, turns: int) -> torch.Tensor:
     """extras['turn_index'] (N, T) long, checked against the mask and the M turns of the per-turn extras."""
     idx = _extra(inp, "turn_index", name).long()
-    _check(name, tuple(idx.shape) == tuple(inp.mask.shape), f"extras['turn_index'] has shape {tuple(idx.shape)}, mask {tuple(inp.mask.shape)}")
+    _check(
+        name,
+        tuple(idx.shape) == tuple(inp.mask.shape),
+        f"extras['turn_index'] has shape {tuple(idx.shape)}, mask {tuple(inp.mask.shape)}",
+    )
     top = int(idx.max()) if idx.numel() else -1
     _check(name, top < turns, f"extras['turn_index'] names turn {top} but the per-turn extras have {turns} column(s)")
     return idx
@@ -321,12 +329,20 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
     """
     name = "explore_group"
     kind = _turn_extra(inp, "turn_kind", name).long()  # (N, M)
-    _check(name, bool(((kind >= NO_TURN) & (kind <= EXPLORE)).all()), "extras['turn_kind'] must hold -1 (no turn), 0 (task) or 1 (exploratory)")
+    _check(
+        name,
+        bool(((kind >= NO_TURN) & (kind <= EXPLORE)).all()),
+        "extras['turn_kind'] must hold -1 (no turn), 0 (task) or 1 (exploratory)",
+    )
     idx = _turn_index(inp, name, kind.shape[1])
     ret = inp.rewards.double()[:, None].expand(kind.shape).clone()  # (N, M)
     if params.step_coef != 0:
         f = _turn_extra(inp, "turn_rewards", name).double()
-        _check(name, f.shape == kind.shape, f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_kind'] {tuple(kind.shape)} differ")
+        _check(
+            name,
+            f.shape == kind.shape,
+            f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_kind'] {tuple(kind.shape)} differ",
+        )
         ret = ret + params.step_coef * torch.nan_to_num(f, nan=0.0)
     adv = torch.zeros_like(ret)
     for k in (EXPLORE, TASK):

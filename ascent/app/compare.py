@@ -63,7 +63,12 @@ class Plan:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def key(self) -> dict[str, Any]:
-        key = {"recipe": self.recipe, "overrides": self.overrides, "variants": [asdict(v) for v in self.variants], "seeds": self.seeds}
+        key = {
+            "recipe": self.recipe,
+            "overrides": self.overrides,
+            "variants": [asdict(v) for v in self.variants],
+            "seeds": self.seeds,
+        }
         return json.loads(json.dumps(key))  # the form it has when read back from plan.json
 
 
@@ -129,7 +134,9 @@ class Comparison:
         if plan_file.exists():
             old = json.loads(plan_file.read_text())
             if old != self.plan.key() and not overwrite:
-                raise ConfigError(f"{self.root} holds a different comparison (plan.json differs); use another --name or --overwrite")
+                raise ConfigError(
+                    f"{self.root} holds a different comparison (plan.json differs); use another --name or --overwrite"
+                )
             if old != self.plan.key():
                 import shutil
 
@@ -151,13 +158,31 @@ class Comparison:
         if (run_dir / "state.json").exists():
             cmd = ["train", "--resume", str(run_dir), f"threads={self.threads()}"]
         else:
-            cmd = ["train", self.plan.recipe, *overrides, f"name={run_dir.name}", f"output_dir={run_dir.parent}", f"threads={self.threads()}", "logging.progress=false", "--overwrite"]
+            cmd = [
+                "train",
+                self.plan.recipe,
+                *overrides,
+                f"name={run_dir.name}",
+                f"output_dir={run_dir.parent}",
+                f"threads={self.threads()}",
+                "logging.progress=false",
+                "--overwrite",
+            ]
         run_dir.mkdir(parents=True, exist_ok=True)
         with open(run_dir / "stdout.txt", "a") as out:
-            proc = subprocess.run([sys.executable, "-m", "ascent.cli", *cmd], stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            proc = subprocess.run(
+                [sys.executable, "-m", "ascent.cli", *cmd],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         if proc.returncode != 0 or not (run_dir / "summary.json").exists():
             tail = (run_dir / "stdout.txt").read_text().strip().splitlines()[-5:]
-            raise CompareError(f"run {run_dir} failed (exit {proc.returncode}); its output ends:\n  " + "\n  ".join(tail) + "\nfix it and rerun the same command: finished runs are kept")
+            raise CompareError(
+                f"run {run_dir} failed (exit {proc.returncode}); its output ends:\n  "
+                + "\n  ".join(tail)
+                + "\nfix it and rerun the same command: finished runs are kept"
+            )
 
     def warmstart_dir(self) -> Optional[Path]:
         """Train the shared warm start once (None when the recipe has none)."""
@@ -168,11 +193,22 @@ class Comparison:
             return None
         run_dir = self.root / "warmstart"
         self.log(f"warm start -> {run_dir}")
-        self.train(run_dir, [*self.plan.overrides, "train.steps=0", "control.enabled=false", f"seed={self.plan.split_seed}", f"data.split_seed={self.plan.split_seed}"])
+        self.train(
+            run_dir,
+            [
+                *self.plan.overrides,
+                "train.steps=0",
+                "control.enabled=false",
+                f"seed={self.plan.split_seed}",
+                f"data.split_seed={self.plan.split_seed}",
+            ],
+        )
         return (run_dir / "warmstart").resolve()
 
     def run_dirs(self) -> list[tuple[Variant, int, Path]]:
-        return [(v, s, self.root / "runs" / f"{slug(v.name)}__seed{s}") for v in self.plan.variants for s in self.plan.seeds]
+        return [
+            (v, s, self.root / "runs" / f"{slug(v.name)}__seed{s}") for v in self.plan.variants for s in self.plan.seeds
+        ]
 
     def run(self) -> dict[str, Any]:
         """Train everything not yet done (jobs in parallel), then write results.json, table.md, curves.png."""
@@ -188,7 +224,9 @@ class Comparison:
             v, seed, run_dir = item
             self.train(run_dir, [*shared, *v.overrides, f"seed={seed}"])
             summary = json.loads((run_dir / "summary.json").read_text())
-            self.log(f"  {v.name} seed {seed}: accuracy {summary['accuracy_after_rl']:.3f} ({time.perf_counter() - t0:.0f}s)")
+            self.log(
+                f"  {v.name} seed {seed}: accuracy {summary['accuracy_after_rl']:.3f} ({time.perf_counter() - t0:.0f}s)"
+            )
 
         with ThreadPoolExecutor(max_workers=self.plan.jobs) as pool:
             list(pool.map(one, todo))
@@ -202,7 +240,11 @@ class Comparison:
             runs.append({"variant": v.name, "seed": seed, "dir": str(run_dir), **summary, **eval_points(run_dir)})
         warm = self.root / "warmstart" / "summary.json"
         befores = [r["accuracy_before_rl"] for r in runs if "accuracy_before_rl" in r]
-        baseline = json.loads(warm.read_text()).get("accuracy_before_rl") if warm.exists() else (befores[0] if befores else None)
+        baseline = (
+            json.loads(warm.read_text()).get("accuracy_before_rl")
+            if warm.exists()
+            else (befores[0] if befores else None)
+        )
         aggregates = aggregate_runs(runs, [v.name for v in self.plan.variants])
         results = {"plan": self.plan.key(), "warm_start_accuracy": baseline, "variants": aggregates, "runs": runs}
         write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))
@@ -214,7 +256,11 @@ class Comparison:
 def eval_points(run_dir: Path) -> dict[str, float]:
     """`accuracy_at_step_K` for every periodic held-out evaluation of the RL phase (learning speed)."""
     rows = read_metrics(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
-    return {f"accuracy_at_step_{r['step']}": r["eval/accuracy"] for r in rows if r["phase"] == "rl" and r.get("eval/accuracy") is not None}
+    return {
+        f"accuracy_at_step_{r['step']}": r["eval/accuracy"]
+        for r in rows
+        if r["phase"] == "rl" and r.get("eval/accuracy") is not None
+    }
 
 
 def mean_std(values: list[float]) -> tuple[float, float]:
@@ -233,20 +279,44 @@ def aggregate_runs(runs: list[dict[str, Any]], order: list[str]) -> list[dict[st
     out = []
     for name in order:
         mine = [r for r in runs if r["variant"] == name]
-        keys = sorted({k for r in mine for k, v in r.items() if isinstance(v, (int, float)) and k not in ("seed", "steps")})
+        keys = sorted(
+            {k for r in mine for k, v in r.items() if isinstance(v, (int, float)) and k not in ("seed", "steps")}
+        )
         stats = {k: mean_std([float(r[k]) for r in mine if k in r]) for k in keys}
-        out.append({"variant": name, "seeds": [r["seed"] for r in mine], **{k: {"mean": m, "std": s} for k, (m, s) in stats.items()}})
+        out.append(
+            {
+                "variant": name,
+                "seeds": [r["seed"] for r in mine],
+                **{k: {"mean": m, "std": s} for k, (m, s) in stats.items()},
+            }
+        )
     return out
 
 
 def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> str:
     """Markdown: one row per variant, the first variant being the baseline the deltas refer to."""
-    pass_keys = sorted({k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")}, key=lambda k: int(k[5:].split("_")[0]))
-    early = sorted({k for a in aggregates for k in a if k.startswith("accuracy_at_step_")}, key=lambda k: int(k.rsplit("_", 1)[1]))[:1]
-    agent = [k for k in ("tool_calls_after_rl", "unsupported_answer_rate_after_rl") if any(k in a for a in aggregates)]  # agent tasks
-    head = ["variant", "greedy acc", "Δ vs " + aggregates[0]["variant"], *[f"acc @ step {k.rsplit('_', 1)[1]}" for k in early], *[k.removesuffix("_after_rl") for k in pass_keys],
-            *[k.removesuffix("_after_rl").replace("_", " ") for k in agent], *(["tool calls vs " + aggregates[0]["variant"]] if "tool_calls_after_rl" in agent else []),
-            "s/step", "peak RSS MiB", "seeds"]
+    pass_keys = sorted(
+        {k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")},
+        key=lambda k: int(k[5:].split("_")[0]),
+    )
+    early = sorted(
+        {k for a in aggregates for k in a if k.startswith("accuracy_at_step_")}, key=lambda k: int(k.rsplit("_", 1)[1])
+    )[:1]
+    agent = [
+        k for k in ("tool_calls_after_rl", "unsupported_answer_rate_after_rl") if any(k in a for a in aggregates)
+    ]  # agent tasks
+    head = [
+        "variant",
+        "greedy acc",
+        "Δ vs " + aggregates[0]["variant"],
+        *[f"acc @ step {k.rsplit('_', 1)[1]}" for k in early],
+        *[k.removesuffix("_after_rl") for k in pass_keys],
+        *[k.removesuffix("_after_rl").replace("_", " ") for k in agent],
+        *(["tool calls vs " + aggregates[0]["variant"]] if "tool_calls_after_rl" in agent else []),
+        "s/step",
+        "peak RSS MiB",
+        "seeds",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = aggregates[0]["accuracy_after_rl"]["mean"]
     fmt = lambda a, k, d=3: f"{a[k]['mean']:.{d}f} ± {a[k]['std']:.{d}f}" if k in a else "–"  # noqa: E731
@@ -254,10 +324,23 @@ def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> st
         delta = a["accuracy_after_rl"]["mean"] - base
         calls = []
         if "tool_calls_after_rl" in agent:
-            b, c = aggregates[0].get("tool_calls_after_rl", {}).get("mean"), a.get("tool_calls_after_rl", {}).get("mean")
+            b, c = (
+                aggregates[0].get("tool_calls_after_rl", {}).get("mean"),
+                a.get("tool_calls_after_rl", {}).get("mean"),
+            )
             calls = [f"{100 * (c - b) / b:+.0f}%" if b and c is not None else "–"]
-        cells = [a["variant"], fmt(a, "accuracy_after_rl"), f"{delta:+.3f}", *[fmt(a, k) for k in early], *[fmt(a, k) for k in pass_keys],
-                 *[fmt(a, k, 2) for k in agent], *calls, fmt(a, "seconds_per_rl_step", 3), fmt(a, "peak_rss_mb", 0), str(len(a["seeds"]))]
+        cells = [
+            a["variant"],
+            fmt(a, "accuracy_after_rl"),
+            f"{delta:+.3f}",
+            *[fmt(a, k) for k in early],
+            *[fmt(a, k) for k in pass_keys],
+            *[fmt(a, k, 2) for k in agent],
+            *calls,
+            fmt(a, "seconds_per_rl_step", 3),
+            fmt(a, "peak_rss_mb", 0),
+            str(len(a["seeds"])),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     if warm is not None:
         lines.append(f"\nWarm start (the shared starting checkpoint): greedy accuracy {warm:.3f}.")
@@ -299,9 +382,15 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
             steps = sorted(reward)
             vals = [sum(reward[s]) / len(reward[s]) for s in steps]
             k = max(1, len(vals) // 20)  # moving average over ~5% of the run
-            smooth = [sum(vals[max(0, i - k + 1): i + 1]) / len(vals[max(0, i - k + 1): i + 1]) for i in range(len(vals))]
+            smooth = [
+                sum(vals[max(0, i - k + 1) : i + 1]) / len(vals[max(0, i - k + 1) : i + 1]) for i in range(len(vals))
+            ]
             axes[1].plot(steps, smooth, label=name, **style)
-    axes[0].set(xlabel="RL step (0: the shared warm start)", ylabel="held-out greedy accuracy", title="held-out accuracy (mean over seeds)")
+    axes[0].set(
+        xlabel="RL step (0: the shared warm start)",
+        ylabel="held-out greedy accuracy",
+        title="held-out accuracy (mean over seeds)",
+    )
     axes[1].set(xlabel="RL step", ylabel="reward", title="training reward (mean over seeds, smoothed)")
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -312,7 +401,17 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
     plt.close(fig)
 
 
-def compare(recipe: str, overrides: list[str], vary: list[str], variants_file: Optional[str], seeds: int, name: Optional[str], jobs: int, output_dir: str = "compare", overwrite: bool = False) -> dict[str, Any]:
+def compare(
+    recipe: str,
+    overrides: list[str],
+    vary: list[str],
+    variants_file: Optional[str],
+    seeds: int,
+    name: Optional[str],
+    jobs: int,
+    output_dir: str = "compare",
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Build the plan, check every variant's config, run what is missing, write the results."""
     variants = (read_variants(variants_file) if variants_file else []) + (parse_vary(vary) if vary else [])
     parse_overrides(overrides)  # fail early on a malformed override

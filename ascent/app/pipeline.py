@@ -86,7 +86,9 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     policy = new_policy(cfg, task)
     encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
     r = cfg.rollout
-    settings = SamplingSettings(r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos)
+    settings = SamplingSettings(
+        r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos
+    )
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
     evaluator = make_evaluator(cfg, task, encoder, settings)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
@@ -96,7 +98,15 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
 def agent_loop(cfg: RunConfig) -> AgentConfig:
     """The agent loop's limits (agent.*) and sampling (rollout.temperature, top_p, top_k)."""
     a, r = cfg.agent, cfg.rollout
-    return AgentConfig(max_turns=a.max_turns, max_turn_tokens=a.max_turn_tokens, max_total_tokens=a.max_total_tokens, stop_strings=tuple(a.stop_strings), temperature=r.temperature, top_p=r.top_p, top_k=r.top_k)
+    return AgentConfig(
+        max_turns=a.max_turns,
+        max_turn_tokens=a.max_turn_tokens,
+        max_total_tokens=a.max_total_tokens,
+        stop_strings=tuple(a.stop_strings),
+        temperature=r.temperature,
+        top_p=r.top_p,
+        top_k=r.top_k,
+    )
 
 
 def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, settings: SamplingSettings) -> Evaluator:
@@ -115,7 +125,17 @@ def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[
     if run.task.agent is None:
         return None
     a = run.cfg.agent
-    return AgentCollector(policy, run.task.train, engine, run.task.agent, agent_loop(run.cfg), run.cfg.rollout.samples_per_prompt, a.turn_rewards, a.igpo_template, run.cfg.train.micro_batch_size)
+    return AgentCollector(
+        policy,
+        run.task.train,
+        engine,
+        run.task.agent,
+        agent_loop(run.cfg),
+        run.cfg.rollout.samples_per_prompt,
+        a.turn_rewards,
+        a.igpo_template,
+        run.cfg.train.micro_batch_size,
+    )
 
 
 def make_demonstrations(run: Run, policy: Policy) -> Demonstrations:
@@ -150,11 +170,22 @@ def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
 
 def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
     """Warm start or control: imitate the teacher for `steps` optimizer steps."""
-    job = SFTRun(policy, run.task.train, make_demonstrations(run, policy), optim, steps, run.cfg.warmstart.batch_size, run.cfg.train.micro_batch_size, run.cfg.seed + (1 if phase == "control" else 0))
+    job = SFTRun(
+        policy,
+        run.task.train,
+        make_demonstrations(run, policy),
+        optim,
+        steps,
+        run.cfg.warmstart.batch_size,
+        run.cfg.train.micro_batch_size,
+        run.cfg.seed + (1 if phase == "control" else 0),
+    )
     with progress_bar(phase, steps, run.cfg.logging.progress) as bar:
+
         def on_step(step: int, m: dict[str, float]) -> None:
             run.logger.log(phase, step, m)
             bar.update(step, m)
+
         job.run(on_step, lambda: evaluate(run, policy, pass_k=False), eval_every)
 
 
@@ -184,7 +215,9 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
     cfg = run.cfg
     r = cfg.rollout
     engine = make_engine(r)
-    parts = RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine))
+    parts = RLParts(
+        policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
+    )
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
     ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
@@ -195,15 +228,21 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
     run.logger.truncate_after("rl", trainer.step_count)
     t0, before = time.perf_counter(), run.state.get("rl_seconds", 0.0)
     with progress_bar("rl", cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
+
         def on_step(step: int, m: dict[str, float]) -> None:
             if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step < cfg.train.steps:
                 m.update({f"eval/{k}": v for k, v in evaluate(run, policy, pass_k=False).items()})
             run.logger.log("rl", step, m)
             bar.update(step, m)
-            if (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0) or step == cfg.train.steps or step == stop_at:
+            if (
+                (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0)
+                or step == cfg.train.steps
+                or step == stop_at
+            ):
                 run.state["rl_seconds"] = before + time.perf_counter() - t0
                 ckpt.save(step, policy, trainer.state_dict())
                 run.save_state()
+
         trainer.fit(on_step, stop_at)
     return trainer.step_count >= cfg.train.steps
 
@@ -218,7 +257,14 @@ def control_phase(run: Run) -> dict[str, float]:
     return evaluate(run, policy)
 
 
-def train(cfg: RunConfig | None = None, run_dir: Path | None = None, resume: bool = False, overwrite: bool = False, stop_at: Optional[int] = None, overrides: Optional[list[str]] = None) -> dict[str, Any] | None:
+def train(
+    cfg: RunConfig | None = None,
+    run_dir: Path | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    stop_at: Optional[int] = None,
+    overrides: Optional[list[str]] = None,
+) -> dict[str, Any] | None:
     """Run (or resume) the whole pipeline. Returns the summary, or None when stopped at `stop_at`."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
     cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
@@ -248,13 +294,21 @@ def train(cfg: RunConfig | None = None, run_dir: Path | None = None, resume: boo
 def finish(run: Run) -> dict[str, Any]:
     """summary.json, curves.png and the side-by-side table."""
     s, cfg = run.state, run.cfg
-    summary: dict[str, Any] = {"name": cfg.name, "seed": cfg.seed, "steps": cfg.train.steps, "wall_seconds": round(s["wall_seconds"], 2)}
+    summary: dict[str, Any] = {
+        "name": cfg.name,
+        "seed": cfg.seed,
+        "steps": cfg.train.steps,
+        "wall_seconds": round(s["wall_seconds"], 2),
+    }
     summary["accuracy_before_rl"] = s["before"]["accuracy"]
     summary["accuracy_after_rl"] = s["after"]["accuracy"]
     if "control" in s:
         summary["accuracy_sft_continued"] = s["control"]["accuracy"]
     phases = (("before", "before_rl"), ("after", "after_rl"), ("control", "sft_continued"))
-    for phase, key in phases:  # every evaluation metric: pass@k, and for agents tool_calls, unsupported_answer_rate, ...
+    for (
+        phase,
+        key,
+    ) in phases:  # every evaluation metric: pass@k, and for agents tool_calls, unsupported_answer_rate, ...
         for metric, value in s.get(phase, {}).items():
             summary.setdefault(f"{metric}_{key}", value)
     checks = [s[p]["token_check_pass_rate"] for p, _ in phases if "token_check_pass_rate" in s.get(p, {})]
@@ -284,7 +338,11 @@ def print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
     table = Table(title="held-out accuracy (greedy)")
-    cols = [("before RL (warm start)", "before_rl"), ("after RL", "after_rl"), ("SFT continued (control)", "sft_continued")]
+    cols = [
+        ("before RL (warm start)", "before_rl"),
+        ("after RL", "after_rl"),
+        ("SFT continued (control)", "sft_continued"),
+    ]
     present = [(label, key) for label, key in cols if f"accuracy_{key}" in summary]
     for label, _ in present:
         table.add_column(label, justify="right")

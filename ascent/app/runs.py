@@ -29,18 +29,26 @@ def find_config(target: Path) -> tuple[Path, Path]:
 
 def read_run_config(run_dir: Path, overrides: Optional[list[str]] = None) -> RunConfig:
     """The config.yaml of a run directory, with key=value overrides applied."""
-    return config_from_dict(merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(overrides or [])))
+    return config_from_dict(
+        merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(overrides or []))
+    )
 
 
-def open_run(cfg: RunConfig | None, run_dir: Path | None, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None) -> RunConfig:
+def open_run(
+    cfg: RunConfig | None, run_dir: Path | None, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None
+) -> RunConfig:
     """Check the run directory; on resume read its config.yaml (with overrides applied)."""
     if resume:
         if not (run_dir / "config.yaml").exists():
-            raise RunDirError(f"{run_dir} is not a run directory (no config.yaml); start a run with `ascent train RECIPE`")
+            raise RunDirError(
+                f"{run_dir} is not a run directory (no config.yaml); start a run with `ascent train RECIPE`"
+            )
         return read_run_config(run_dir, overrides)
     if (run_dir / "state.json").exists():
         if not overwrite:
-            raise RunDirError(f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, start over with --overwrite, or choose another name=...")
+            raise RunDirError(
+                f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, start over with --overwrite, or choose another name=..."
+            )
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -85,7 +85,13 @@ def load_config(recipe: str | Path = "default", overrides: list[str] | None = No
     for key in SPEC_KEYS:  # an override naming another piece replaces the recipe's (parameters do not carry over)
         b, last = _at(base, key)
         o, _ = _at(over, key)
-        if b is not None and o is not None and isinstance(b.get(last), dict) and isinstance(o.get(last), dict) and set(b[last]) != set(o[last]):
+        if (
+            b is not None
+            and o is not None
+            and isinstance(b.get(last), dict)
+            and isinstance(o.get(last), dict)
+            and set(b[last]) != set(o[last])
+        ):
             _at(raw, key)[0][last] = o[last]
     return config_from_dict(raw)
 
@@ -219,16 +225,22 @@ def check_removed_keys(raw: dict[str, Any]) -> None:
             spec = spec.replace("VALUE", str(value).lower() if isinstance(value, bool) else str(value))
         if target.startswith("data."):
             hint = f"(YAML: {_yaml_hint(target, spec)})"
-            raise ConfigError(f"{where} was removed: a task's parameters now live in its spec; write {target}={spec} {hint}")
+            raise ConfigError(
+                f"{where} was removed: a task's parameters now live in its spec; write {target}={spec} {hint}"
+            )
         hint = "(in YAML the mapping form works too, e.g. advantage: {taco: {alpha: 0.05}})"
-        raise ConfigError(f"{where} was removed: a piece's parameters now live in its spec; write {target}={spec} {hint}")
+        raise ConfigError(
+            f"{where} was removed: a piece's parameters now live in its spec; write {target}={spec} {hint}"
+        )
 
 
 def _yaml_hint(target: str, spec: str) -> str:
     """The recipe spelling of `target=spec`, e.g. `task: {addition: {digits: 3}}`."""
     try:
         name, kwargs = parse_spec(spec)
-        inner = yaml.safe_dump(kwargs, default_flow_style=True, sort_keys=False, width=10_000).strip() if kwargs else "{}"
+        inner = (
+            yaml.safe_dump(kwargs, default_flow_style=True, sort_keys=False, width=10_000).strip() if kwargs else "{}"
+        )
     except ConfigError:  # the placeholder KEY=VALUE, ...
         name, inner = spec.partition("(")[0], "{KEY: VALUE, ...}"
     return f"{target.rpartition('.')[2]}: {{{name}: {inner}}}"
@@ -259,20 +271,38 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.temperature must be >= 0, got {cfg.rollout.temperature}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError(f"rollout.top_p must be in (0, 1], got {cfg.rollout.top_p}")
-    if cfg.rollout.max_active_sequences < 0 or (cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")):
-        raise ConfigError(f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}")
+    if cfg.rollout.max_active_sequences < 0 or (
+        cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")
+    ):
+        raise ConfigError(
+            f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}"
+        )
     if cfg.rollout.shards < 0 or (cfg.rollout.shards > 1 and cfg.rollout.backend != "ascent"):
-        raise ConfigError(f"rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; got {cfg.rollout.shards} with {cfg.rollout.backend!r}")
+        raise ConfigError(
+            f"rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; got {cfg.rollout.shards} with {cfg.rollout.backend!r}"
+        )
     if cfg.rollout.attention != "auto" and cfg.rollout.backend != "ascent":
-        raise ConfigError(f"rollout.attention={cfg.rollout.attention!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+        raise ConfigError(
+            f"rollout.attention={cfg.rollout.attention!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}"
+        )
     if cfg.rollout.decode_step != "auto" and cfg.rollout.backend != "ascent":
-        raise ConfigError(f"rollout.decode_step={cfg.rollout.decode_step!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+        raise ConfigError(
+            f"rollout.decode_step={cfg.rollout.decode_step!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}"
+        )
     if cfg.rollout.decode_step == "native" and (cfg.rollout.attention == "torch" or cfg.rollout.precision != "model"):
-        raise ConfigError(f"rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}")
+        raise ConfigError(
+            f"rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}"
+        )
     if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
-        raise ConfigError(f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}")
+        raise ConfigError(
+            f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}"
+        )
     if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:
-        warnings.warn(f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch (logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch (logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0",
+            UserWarning,
+            stacklevel=2,
+        )
     rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
     if rollouts % cfg.algorithm.mini_batches:
         raise ConfigError(
@@ -287,7 +317,9 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     _check_runtime(cfg)
     if cfg.control.enabled and cfg.warmstart.steps == 0 and not cfg.warmstart.init_from:
-        raise ConfigError("control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false")
+        raise ConfigError(
+            "control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false"
+        )
     if cfg.model.source == "hf" and not cfg.model.path:
         raise ConfigError("model.source=hf needs model.path (a Hugging Face model folder)")
     if cfg.model.hidden_size % cfg.model.num_heads or cfg.model.num_heads % cfg.model.num_kv_heads:
@@ -310,28 +342,40 @@ def _check_agent(cfg: RunConfig) -> None:
 
     a = cfg.agent
     if a.max_turns < 1 or a.max_turn_tokens < 1 or a.max_total_tokens < 2:
-        raise ConfigError(f"agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}")
+        raise ConfigError(
+            f"agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}"
+        )
     if "{answer}" not in a.igpo_template:
         raise ConfigError(f"agent.igpo_template must contain {{answer}}, got {a.igpo_template!r}")
     task = task_piece(cfg.data)
     too_long = a.max_total_tokens > cfg.model.max_position_embeddings
     if task.name == "search_world" and cfg.model.source == "scratch" and too_long:
-        raise ConfigError(f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former")
+        raise ConfigError(
+            f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former"
+        )
 
 
 def _check_runtime(cfg: RunConfig) -> None:
     """runtime=ray: worker counts and the off-policy correction that stale batches need."""
     r = cfg.ray
     if r.rollout_workers < 1 or r.max_staleness < 0 or r.num_cpus_per_worker <= 0:
-        raise ConfigError(f"ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}")
+        raise ConfigError(
+            f"ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}"
+        )
     if r.reward_workers < 0 or r.partial_rollout_tokens < 0:
-        raise ConfigError(f"ray.reward_workers and ray.partial_rollout_tokens must be >= 0 (0: off); got {r.reward_workers}, {r.partial_rollout_tokens}")
+        raise ConfigError(
+            f"ray.reward_workers and ray.partial_rollout_tokens must be >= 0 (0: off); got {r.reward_workers}, {r.partial_rollout_tokens}"
+        )
     if cfg.runtime == "ray" and r.partial_rollout_tokens > 0 and r.max_staleness < 2:
-        raise ConfigError(f"ray.partial_rollout_tokens={r.partial_rollout_tokens} continues a batch under later policy versions, and a batch finishes "
-                          f"with the version before the learner's (no wait): that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0")
+        raise ConfigError(
+            f"ray.partial_rollout_tokens={r.partial_rollout_tokens} continues a batch under later policy versions, and a batch finishes "
+            f"with the version before the learner's (no wait): that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0"
+        )
     if cfg.runtime == "ray" and r.max_staleness > 0 and cfg.algorithm.tis_cap is None:
-        raise ConfigError(f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: set algorithm.tis_cap "
-                          "(e.g. 2.0; truncated importance weights against the sampling-time log-probs) or ray.max_staleness=0")
+        raise ConfigError(
+            f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: set algorithm.tis_cap "
+            "(e.g. 2.0; truncated importance weights against the sampling-time log-probs) or ray.max_staleness=0"
+        )
 
 
 def derived(cfg: RunConfig) -> Derived:

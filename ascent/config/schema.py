@@ -136,7 +136,9 @@ class AlgorithmConfig:
     --params`); in YAML also `{name: {key: value}}`."""
     loss: str = "ppo_clip"
     """Policy loss and its parameters, `name` or `name(key=value, ...)` (`ascent list losses --params`)."""
-    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = "token-mean"
+    loss_agg: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
+        "token-mean"
+    )
     """How the (sequence, token) loss matrix is reduced to a scalar."""
     clip_low: float = 0.2
     """PPO clip below: ratio >= 1 - clip_low."""
@@ -227,7 +229,9 @@ class WarmStartConfig:
     """Optimizer steps (0: no warm start)."""
     batch_size: int = 64
     """Demonstrations per step."""
-    optim: OptimConfig = field(default_factory=lambda: OptimConfig(lr=3e-3, schedule="cosine", warmup_steps=50, weight_decay=0.01))
+    optim: OptimConfig = field(
+        default_factory=lambda: OptimConfig(lr=3e-3, schedule="cosine", warmup_steps=50, weight_decay=0.01)
+    )
     """Optimizer; anneal the lr so the warm start ends on a plateau."""
     eval_every: int = 100
     """Held-out accuracy every this many steps (shows the plateau)."""

@@ -25,8 +25,12 @@ class PromptEncoder:
         if not self.chat_template:
             return list(self.tokenizer(prompt)["input_ids"])
         if not getattr(self.tokenizer, "chat_template", None):
-            raise ValueError("data.chat_template=true but the tokenizer has no chat template; set data.chat_template=false")
-        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [{"role": "user", "content": prompt}]
+            raise ValueError(
+                "data.chat_template=true but the tokenizer has no chat template; set data.chat_template=false"
+            )
+        messages = ([{"role": "system", "content": self.system_prompt}] if self.system_prompt else []) + [
+            {"role": "user", "content": prompt}
+        ]
         ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
         return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
 
@@ -34,5 +38,7 @@ class PromptEncoder:
         """Ids of a demonstration completion followed by EOS (memoised)."""
         key = ("completion", text)
         if key not in self._cache:
-            self._cache[key] = list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) + [int(self.tokenizer.eos_token_id)]
+            self._cache[key] = list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) + [
+                int(self.tokenizer.eos_token_id)
+            ]
         return list(self._cache[key])

@@ -29,7 +29,7 @@ class RowSampler:
                 self.epoch, self.position = self.epoch + 1, 0
                 self._order = self._permutation(self.epoch)
             take = min(k - len(out), self.num_rows - self.position)
-            out.extend(self._order[self.position: self.position + take])
+            out.extend(self._order[self.position : self.position + take])
             self.position += take
         return out
 
@@ -38,6 +38,8 @@ class RowSampler:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["num_rows"] != self.num_rows:
-            raise ValueError(f"the checkpoint's data has {state['num_rows']} rows, this dataset {self.num_rows}: resume needs the same data")
+            raise ValueError(
+                f"the checkpoint's data has {state['num_rows']} rows, this dataset {self.num_rows}: resume needs the same data"
+            )
         self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
         self._order = self._permutation(self.epoch)

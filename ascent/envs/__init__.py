@@ -6,6 +6,18 @@ from ascent.envs.tool_env import ToolEnv, parse_answer
 from ascent.envs.tools import Tool, ToolCall, ToolResult, ToolSet, format_results, parse_tool_calls, tool
 
 __all__ = [
-    "Env", "EnvCheckError", "Observation", "StepResult", "Tool", "ToolCall", "ToolEnv", "ToolResult", "ToolSet",
-    "check_env", "format_results", "parse_answer", "parse_tool_calls", "tool",
+    "Env",
+    "EnvCheckError",
+    "Observation",
+    "StepResult",
+    "Tool",
+    "ToolCall",
+    "ToolEnv",
+    "ToolResult",
+    "ToolSet",
+    "check_env",
+    "format_results",
+    "parse_answer",
+    "parse_tool_calls",
+    "tool",
 ]

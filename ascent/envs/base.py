@@ -107,14 +107,19 @@ def check_env(env: Env, task: Any, actions: tuple[str, ...] = PROBE_ACTIONS) -> 
     if not isinstance(env, Env):
         for method in ("areset", "astep"):
             if not callable(getattr(env, method, None)):
-                problems.append(f"{name} has no {method}(); subclass ascent.envs.Env (it provides async wrappers of reset/step)")
+                problems.append(
+                    f"{name} has no {method}(); subclass ascent.envs.Env (it provides async wrappers of reset/step)"
+                )
         if problems:
             raise EnvCheckError(_report(name, problems))
     first = _check_reset(env, task, problems)
     if first is not None:
         again = _check_reset(env, task, [])
         if again is not None and again.text != first.text:
-            warnings.warn(f"{name}.reset({task!r}) returned different text on two calls; episodes will not be reproducible", stacklevel=2)
+            warnings.warn(
+                f"{name}.reset({task!r}) returned different text on two calls; episodes will not be reproducible",
+                stacklevel=2,
+            )
         for action in actions:
             if _check_reset(env, task, problems) is None:
                 break
@@ -149,7 +154,9 @@ def _check_step(env: Env, action: str, problems: list[str]) -> None:
     try:
         res = asyncio.run(env.astep(action))
     except Exception as e:  # noqa: BLE001 - reported, not swallowed
-        problems.append(f"{name}.{where} raised {type(e).__name__}: {e} (bad model text must become an error observation, not an exception)")
+        problems.append(
+            f"{name}.{where} raised {type(e).__name__}: {e} (bad model text must become an error observation, not an exception)"
+        )
         return
     if not isinstance(res, StepResult):
         problems.append(f"{name}.{where} must return ascent.envs.StepResult, got {type(res).__name__}")

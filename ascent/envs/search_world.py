@@ -36,10 +36,68 @@ from ascent.envs.base import Observation
 from ascent.envs.tool_env import ToolEnv
 from ascent.envs.tools import CALL_CLOSE, CALL_OPEN, ToolCall, ToolSet, parse_tool_calls, tool
 
-SYLLABLES = ("ka", "lo", "mi", "ra", "ven", "dor", "sil", "tha", "qua", "bel", "nor", "tes", "zan", "fi", "gar", "hol",
-             "ix", "jor", "lum", "pra", "rin", "sto", "ul", "vey", "wen", "yal", "zor", "ma", "ne", "ti", "so", "vu", "del",
-             "ar", "en", "os", "bri", "cal", "dru", "esk", "fen", "gil", "hes", "kor", "mur", "pel", "ros", "tam")
-OCCUPATIONS = ("chemist", "sculptor", "pilot", "botanist", "architect", "cartographer", "violinist", "engineer", "baker", "astronomer")
+SYLLABLES = (
+    "ka",
+    "lo",
+    "mi",
+    "ra",
+    "ven",
+    "dor",
+    "sil",
+    "tha",
+    "qua",
+    "bel",
+    "nor",
+    "tes",
+    "zan",
+    "fi",
+    "gar",
+    "hol",
+    "ix",
+    "jor",
+    "lum",
+    "pra",
+    "rin",
+    "sto",
+    "ul",
+    "vey",
+    "wen",
+    "yal",
+    "zor",
+    "ma",
+    "ne",
+    "ti",
+    "so",
+    "vu",
+    "del",
+    "ar",
+    "en",
+    "os",
+    "bri",
+    "cal",
+    "dru",
+    "esk",
+    "fen",
+    "gil",
+    "hes",
+    "kor",
+    "mur",
+    "pel",
+    "ros",
+    "tam",
+)
+OCCUPATIONS = (
+    "chemist",
+    "sculptor",
+    "pilot",
+    "botanist",
+    "architect",
+    "cartographer",
+    "violinist",
+    "engineer",
+    "baker",
+    "astronomer",
+)
 INDUSTRIES = ("shipping", "textile", "mining", "software", "glassware", "publishing", "brewing", "aerospace")
 COMPANY_SUFFIXES = ("Labs", "Works", "Group", "Holdings", "Foundry", "Trading")
 COUNTRY_SUFFIXES = ("ia", "land", "mark", "stan")
@@ -82,7 +140,9 @@ class WorldConfig:
         if min(self.num_people, self.num_companies, self.num_cities, self.num_countries) < 1:
             raise ValueError(f"every entity count must be >= 1, got {self}")
         if self.num_cities < self.num_countries:
-            raise ValueError(f"num_cities ({self.num_cities}) must be >= num_countries ({self.num_countries}): every country needs a capital")
+            raise ValueError(
+                f"num_cities ({self.num_cities}) must be >= num_countries ({self.num_countries}): every country needs a capital"
+            )
 
 
 @dataclass(frozen=True)
@@ -144,7 +204,9 @@ class SearchWorld:
         self._bm25s = bm25s
         self._index = bm25s.BM25()
         corpus = [f"{d.title}. {d.text}" for d in self.docs.values()]
-        self._index.index(bm25s.tokenize(corpus, stopwords="en", return_ids=False, show_progress=False), show_progress=False)
+        self._index.index(
+            bm25s.tokenize(corpus, stopwords="en", return_ids=False, show_progress=False), show_progress=False
+        )
         self._lock = threading.Lock()  # bm25s makes no promise about concurrent retrieval
 
     def search(self, query: str, k: int = 3) -> list[tuple[str, float]]:
@@ -168,7 +230,9 @@ class SearchWorld:
                 out.setdefault(q.question, q)
             if len(out) == num:
                 return list(out.values())
-        raise ValueError(f"could only make {len(out)} distinct {hops}-hop questions out of {num}; generate a larger world")
+        raise ValueError(
+            f"could only make {len(out)} distinct {hops}-hop questions out of {num}; generate a larger world"
+        )
 
     def _random_question(self, rng: random.Random, hops: int) -> Optional[Question]:
         """A random path of `hops` steps (relations, the last may be an attribute); None if it revisits an entity."""
@@ -183,7 +247,9 @@ class SearchWorld:
             path.append(step)
             if step in current.attributes:
                 phrase = ATTRIBUTES[(current.kind, step)].format(phrase)
-                return Question(f"What is {phrase}?", current.attributes[step], hops, tuple(evidence), tuple(path), subject.doc_id)
+                return Question(
+                    f"What is {phrase}?", current.attributes[step], hops, tuple(evidence), tuple(path), subject.doc_id
+                )
             phrase = RELATIONS[(current.kind, step)][1].format(phrase)
             current = self.entities[current.relations[step]]
             if current.doc_id in seen:
@@ -192,7 +258,9 @@ class SearchWorld:
         return Question(f"What is {phrase}?", current.name, hops, tuple(evidence), tuple(path), subject.doc_id)
 
 
-def _names(rng: random.Random, count: int, syllables: int, taken: set[str], suffixes: tuple[str, ...] = ("",), sep: str = "") -> list[str]:
+def _names(
+    rng: random.Random, count: int, syllables: int, taken: set[str], suffixes: tuple[str, ...] = ("",), sep: str = ""
+) -> list[str]:
     """`count` new names of at least `syllables` syllables (more when the world is too big for that many),
     whose stems are not in `taken` (lower-case stems of every name so far; updated)."""
     while len(SYLLABLES) ** syllables < 8 * (len(taken) + count):
@@ -221,16 +289,31 @@ def generate_entities(cfg: WorldConfig) -> dict[str, Entity]:
     for kind, names in order:
         ids[kind] = [f"doc-{n + i:03d}" for i in range(len(names))]
         n += len(names)
-    city_country = [ids["country"][i % cfg.num_countries] if i < cfg.num_countries else rng.choice(ids["country"]) for i in range(cfg.num_cities)]
+    city_country = [
+        ids["country"][i % cfg.num_countries] if i < cfg.num_countries else rng.choice(ids["country"])
+        for i in range(cfg.num_cities)
+    ]
     ents: dict[str, Entity] = {}
     for i, name in enumerate(people):
-        ents[ids["person"][i]] = Entity(ids["person"][i], "person", name, {"born_in": rng.choice(ids["city"]), "employer": rng.choice(ids["company"])},
-                                        {"occupation": rng.choice(OCCUPATIONS), "birth_year": str(rng.randint(1900, 1999))})
+        ents[ids["person"][i]] = Entity(
+            ids["person"][i],
+            "person",
+            name,
+            {"born_in": rng.choice(ids["city"]), "employer": rng.choice(ids["company"])},
+            {"occupation": rng.choice(OCCUPATIONS), "birth_year": str(rng.randint(1900, 1999))},
+        )
     for i, name in enumerate(companies):
-        ents[ids["company"][i]] = Entity(ids["company"][i], "company", name, {"founder": rng.choice(ids["person"]), "headquarters": rng.choice(ids["city"])},
-                                         {"industry": rng.choice(INDUSTRIES), "founded": str(rng.randint(1850, 1990))})
+        ents[ids["company"][i]] = Entity(
+            ids["company"][i],
+            "company",
+            name,
+            {"founder": rng.choice(ids["person"]), "headquarters": rng.choice(ids["city"])},
+            {"industry": rng.choice(INDUSTRIES), "founded": str(rng.randint(1850, 1990))},
+        )
     for i, name in enumerate(cities):
-        ents[ids["city"][i]] = Entity(ids["city"][i], "city", name, {"country": city_country[i]}, {"population": str(rng.randint(1000, 900000))})
+        ents[ids["city"][i]] = Entity(
+            ids["city"][i], "city", name, {"country": city_country[i]}, {"population": str(rng.randint(1000, 900000))}
+        )
     for i, name in enumerate(countries):
         capital = ids["city"][i]  # city i < num_countries lies in country i
         ents[ids["country"][i]] = Entity(ids["country"][i], "country", name, {"capital": capital})
@@ -254,6 +337,7 @@ ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n"
 """Every character search_world writes (documents, prompt, tool results): a character tokenizer for it
 needs these (plus those of its chat template)."""
 
+
 def tokenizer_pieces(prompt: str = "") -> list[str]:
     """Multi-character tokens for a `char_tokenizer` over search_world text (`char_tokenizer(ALPHABET,
     tokenizer_pieces())`): the name syllables (lower-case and capitalised; names then split into
@@ -261,30 +345,63 @@ def tokenizer_pieces(prompt: str = "") -> list[str]:
     `prompt` (lower-case ones also after a space), the tool-call and tool-response markup and the char chat
     template's role headers. An episode is ~3x shorter than in characters; numbers stay in digits.
     """
-    e = {"person": Entity("p", "person", "P", {"born_in": "c", "employer": "m"}, {"occupation": "o", "birth_year": "1"}),
-         "company": Entity("m", "company", "M", {"founder": "p", "headquarters": "c"}, {"industry": "i", "founded": "1"}),
-         "city": Entity("c", "city", "C", {"country": "n"}, {"population": "1"}),
-         "country": Entity("n", "country", "N", {"capital": "c"})}
+    e = {
+        "person": Entity("p", "person", "P", {"born_in": "c", "employer": "m"}, {"occupation": "o", "birth_year": "1"}),
+        "company": Entity(
+            "m", "company", "M", {"founder": "p", "headquarters": "c"}, {"industry": "i", "founded": "1"}
+        ),
+        "city": Entity("c", "city", "C", {"country": "n"}, {"population": "1"}),
+        "country": Entity("n", "country", "N", {"capital": "c"}),
+    }
     ents = {x.doc_id: x for x in e.values()}
-    text = " ".join([render_doc(x, ents).text for x in e.values()] + [t for _, t in RELATIONS.values()] + list(ATTRIBUTES.values())
-                    + ["What is", "No documents match the query.", prompt.replace("{question}", " ").replace("{tools}", " ")])
+    text = " ".join(
+        [render_doc(x, ents).text for x in e.values()]
+        + [t for _, t in RELATIONS.values()]
+        + list(ATTRIBUTES.values())
+        + ["What is", "No documents match the query.", prompt.replace("{question}", " ").replace("{tools}", " ")]
+    )
     words = set(re.findall(r"[A-Za-z]+", text)) | set(OCCUPATIONS) | set(INDUSTRIES) | set(COMPANY_SUFFIXES)
-    after_space = {" " + w for w in words if w.islower()}  # never " Word": it would run into a name that starts like it ("No" + "rmurfi")
+    after_space = {
+        " " + w for w in words if w.islower()
+    }  # never " Word": it would run into a name that starts like it ("No" + "rmurfi")
     syllables = set(SYLLABLES) | {s.capitalize() for s in SYLLABLES} | set(COUNTRY_SUFFIXES)
-    markup = [CALL_OPEN + '{"name": "search", "arguments": {"query": "', CALL_OPEN + '{"name": "open", "arguments": {"doc_id": "', '"}}' + CALL_CLOSE,
-              "<tool_response>\n", "\n</tool_response>", "<answer>", "</answer>", "[doc-", "[user]\n", "[assistant]\n", "[tool]\n", ". ", ": "]
+    markup = [
+        CALL_OPEN + '{"name": "search", "arguments": {"query": "',
+        CALL_OPEN + '{"name": "open", "arguments": {"doc_id": "',
+        '"}}' + CALL_CLOSE,
+        "<tool_response>\n",
+        "\n</tool_response>",
+        "<answer>",
+        "</answer>",
+        "[doc-",
+        "[user]\n",
+        "[assistant]\n",
+        "[tool]\n",
+        ". ",
+        ": ",
+    ]
     return sorted(syllables | words | after_space | {" " + w for w in COMPANY_SUFFIXES}) + markup
 
 
-PROMPT = ("Answer the question by searching the documents.\n{tools}\n"
-          "When you know the answer, write <answer>your answer</answer>.\nQuestion: {question}")
+PROMPT = (
+    "Answer the question by searching the documents.\n{tools}\n"
+    "When you know the answer, write <answer>your answer</answer>.\nQuestion: {question}"
+)
 
 
 class SearchWorldEnv(ToolEnv):
     """One episode over a `SearchWorld`: tools `search` and `open`, a final `<answer>`; reward 1 for an
     exact (normalised) match with the gold answer, else 0."""
 
-    def __init__(self, world: SearchWorld, top_k: int = 3, snippet_chars: int = 80, prompt: str = PROMPT, timeout: float = 5.0, max_output_chars: int = 1000) -> None:
+    def __init__(
+        self,
+        world: SearchWorld,
+        top_k: int = 3,
+        snippet_chars: int = 80,
+        prompt: str = PROMPT,
+        timeout: float = 5.0,
+        max_output_chars: int = 1000,
+    ) -> None:
         """`prompt` has the fields {question} and {tools} (the tools' specs and call syntax)."""
         self.world, self.top_k, self.snippet_chars, self.template = world, top_k, snippet_chars, prompt
         tools = [tool(self.search), tool(self.open_doc, name="open")]
@@ -304,7 +421,10 @@ class SearchWorldEnv(ToolEnv):
             self.retrieved += [d for d, _ in hits if d not in self.retrieved]
         if not hits:
             return "No documents match the query."
-        return "\n".join(f"[{d}] {self.world.docs[d].title}: {_snippet(self.world.docs[d].text, self.snippet_chars)}" for d, _ in hits)
+        return "\n".join(
+            f"[{d}] {self.world.docs[d].title}: {_snippet(self.world.docs[d].text, self.snippet_chars)}"
+            for d, _ in hits
+        )
 
     def open_doc(self, doc_id: str) -> str:
         """Open a document by its id; returns its full text.
@@ -330,11 +450,19 @@ class SearchWorldEnv(ToolEnv):
         q: Question = self.task
         correct = normalize(answer) == normalize(q.answer)
         seen = set(self.retrieved) | set(self.opened)
-        supported = bool(normalize(answer)) and any(f" {normalize(answer)} " in f" {normalize(self.world.docs[d].text)} " for d in seen)
+        supported = bool(normalize(answer)) and any(
+            f" {normalize(answer)} " in f" {normalize(self.world.docs[d].text)} " for d in seen
+        )
         recall = sum(d in seen for d in q.evidence) / len(q.evidence)
         return float(correct), {
-            "correct": correct, "supported": supported, "gold_answer": q.answer, "hops": q.hops, "evidence": list(q.evidence),
-            "docs_retrieved": list(self.retrieved), "docs_opened": list(self.opened), "evidence_recall": recall,
+            "correct": correct,
+            "supported": supported,
+            "gold_answer": q.answer,
+            "hops": q.hops,
+            "evidence": list(q.evidence),
+            "docs_retrieved": list(self.retrieved),
+            "docs_opened": list(self.opened),
+            "evidence_recall": recall,
         }
 
 
@@ -350,7 +478,14 @@ class OracleAgent:
     makes the same calls in the same order (the agent loop does) is identical.
     """
 
-    def __init__(self, world: SearchWorld, questions: list[Question], p_guess: float = 0.1, p_redundant: float = 0.1, seed: int = 0) -> None:
+    def __init__(
+        self,
+        world: SearchWorld,
+        questions: list[Question],
+        p_guess: float = 0.1,
+        p_redundant: float = 0.1,
+        seed: int = 0,
+    ) -> None:
         if not (0 <= p_guess <= 1 and 0 <= p_redundant <= 1):
             raise ValueError(f"p_guess and p_redundant must be in [0, 1], got {p_guess} and {p_redundant}")
         self.world, self.questions = world, questions
@@ -381,7 +516,9 @@ class OracleAgent:
         if (kind, q.path[-1]) in RELATIONS:
             pool = sorted(e.name for e in self.world.entities.values() if e.kind == RELATIONS[(kind, q.path[-1])][0])
         else:
-            pool = sorted({e.attributes[q.path[-1]] for e in self.world.entities.values() if q.path[-1] in e.attributes})
+            pool = sorted(
+                {e.attributes[q.path[-1]] for e in self.world.entities.values() if q.path[-1] in e.attributes}
+            )
         return f"<answer>{self.rng.choice(pool)}</answer>"
 
 

@@ -179,8 +179,13 @@ class TextWorldEnv(Env):
     (jericho loads a private copy of frotz); calls into textworld are serialised by a module lock, so
     episodes may be reset and stepped from several threads (the agent loop's `astep`)."""
 
-    def __init__(self, cache_dir: Optional[Union[str, Path]] = None, max_steps: Optional[int] = None,
-                 reward: Literal["score", "win"] = "score", show_commands: bool = False) -> None:
+    def __init__(
+        self,
+        cache_dir: Optional[Union[str, Path]] = None,
+        max_steps: Optional[int] = None,
+        reward: Literal["score", "win"] = "score",
+        show_commands: bool = False,
+    ) -> None:
         if reward not in ("score", "win"):
             raise ValueError(f"reward must be 'score' or 'win', got {reward!r}")
         if max_steps is not None and max_steps < 1:
@@ -200,8 +205,17 @@ class TextWorldEnv(Env):
             warnings.filterwarnings("ignore", message=".*is not fully supported.*")
             if self._game is None or path != self._path:
                 self.close()
-                infos = tw.EnvInfos(description=True, objective=True, max_score=True, score=True, moves=True, won=True, lost=True,
-                                    admissible_commands=self.show_commands, extras=["walkthrough"])
+                infos = tw.EnvInfos(
+                    description=True,
+                    objective=True,
+                    max_score=True,
+                    score=True,
+                    moves=True,
+                    won=True,
+                    lost=True,
+                    admissible_commands=self.show_commands,
+                    extras=["walkthrough"],
+                )
                 self._game = tw.start(str(path), request_infos=infos)
                 self._path = path
             self._game.seed(0)
@@ -212,12 +226,23 @@ class TextWorldEnv(Env):
         state, game = self._load(path)
         self.verbs = frozenset(game.verbs) | frozenset(ALIASES)
         self.walkthrough = list(game.walkthrough or [])
-        self.max_score, self.score, self.moves = max(int(state.max_score or 1), 1), int(state.score or 0), int(state.moves or 0)
+        self.max_score, self.score, self.moves = (
+            max(int(state.max_score or 1), 1),
+            int(state.score or 0),
+            int(state.moves or 0),
+        )
         self.steps, self.done = 0, False
-        text = (f"You are playing a text adventure. Reply with exactly one command per turn inside {ACTION_OPEN}...{ACTION_CLOSE}, "
-                f"e.g. {ACTION_OPEN}open box{ACTION_CLOSE}. Commands start with a verb: {', '.join(sorted(game.verbs))}.\n\n"
-                f"Goal: {state.objective.strip()}\n\n{clean_feedback(state.description)}")
-        info = {"game": str(path), "objective": state.objective, "max_score": self.max_score, "walkthrough": list(self.walkthrough)}
+        text = (
+            f"You are playing a text adventure. Reply with exactly one command per turn inside {ACTION_OPEN}...{ACTION_CLOSE}, "
+            f"e.g. {ACTION_OPEN}open box{ACTION_CLOSE}. Commands start with a verb: {', '.join(sorted(game.verbs))}.\n\n"
+            f"Goal: {state.objective.strip()}\n\n{clean_feedback(state.description)}"
+        )
+        info = {
+            "game": str(path),
+            "objective": state.objective,
+            "max_score": self.max_score,
+            "walkthrough": list(self.walkthrough),
+        }
         return Observation(text=self._with_commands(text, state), info=info)
 
     def step(self, action: str) -> StepResult:
@@ -228,7 +253,11 @@ class TextWorldEnv(Env):
         self.steps += 1
         cmd = parse_command(action)
         if cmd is None or cmd.split()[0] not in self.verbs:
-            why = NO_COMMAND if cmd is None else f"Error: unknown command {cmd!r}. Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+            why = (
+                NO_COMMAND
+                if cmd is None
+                else f"Error: unknown command {cmd!r}. Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+            )
             self.done = self.max_steps is not None and self.steps >= self.max_steps
             return StepResult(why, 0.0, self.done, self._info(cmd, None, known_verb=False))
         with _LOCK:
@@ -238,12 +267,25 @@ class TextWorldEnv(Env):
         won, lost = bool(state.won), bool(state.lost)
         self.done = won or lost or (self.max_steps is not None and self.steps >= self.max_steps)
         reward = gained / self.max_score if self.reward == "score" else float(won)
-        return StepResult(self._with_commands(clean_feedback(state.feedback), state), float(reward), self.done, self._info(cmd, state, known_verb=True))
+        return StepResult(
+            self._with_commands(clean_feedback(state.feedback), state),
+            float(reward),
+            self.done,
+            self._info(cmd, state, known_verb=True),
+        )
 
     def _info(self, cmd: Optional[str], state: Any, known_verb: bool) -> dict[str, Any]:
         won, lost = (bool(state.won), bool(state.lost)) if state is not None else (False, False)
-        return {"command": cmd, "known_verb": known_verb, "moves": self.moves, "steps": self.steps, "score": self.score,
-                "max_score": self.max_score, "won": won, "lost": lost}
+        return {
+            "command": cmd,
+            "known_verb": known_verb,
+            "moves": self.moves,
+            "steps": self.steps,
+            "score": self.score,
+            "max_score": self.max_score,
+            "won": won,
+            "lost": lost,
+        }
 
     def _with_commands(self, text: str, state: Any) -> str:
         if not self.show_commands or self.done or not state.get("admissible_commands"):

@@ -43,7 +43,15 @@ from typing import Any, Callable, Optional, Union
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 _CALL = re.compile(re.escape(CALL_OPEN) + r"(.*?)" + re.escape(CALL_CLOSE), re.DOTALL)
-_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean", list: "array", dict: "object", tuple: "array"}
+_JSON_TYPES = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    dict: "object",
+    tuple: "array",
+}
 
 
 @dataclass(frozen=True)
@@ -60,10 +68,20 @@ class Tool:
 
     def spec(self) -> dict[str, Any]:
         """The OpenAI-style function spec (what `apply_chat_template(tools=...)` accepts)."""
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
-def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None, description: Optional[str] = None, parameters: Optional[dict[str, Any]] = None, timeout: Optional[float] = None) -> Any:
+def tool(
+    fn: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    parameters: Optional[dict[str, Any]] = None,
+    timeout: Optional[float] = None,
+) -> Any:
     """Make a `Tool` from a function; usable as `tool(fn)`, `@tool` or `@tool(timeout=2.0)`.
 
     The schema comes from the type hints (str, int, float, bool, list[X], dict, Optional[X], Literal[...])
@@ -74,7 +92,9 @@ def tool(fn: Optional[Callable[..., Any]] = None, *, name: Optional[str] = None,
     def make(f: Callable[..., Any]) -> Tool:
         doc_desc, arg_docs = parse_docstring(inspect.getdoc(f) or "")
         schema = parameters if parameters is not None else schema_from_signature(f, arg_docs)
-        return Tool(name=name or f.__name__, fn=f, description=description or doc_desc, parameters=schema, timeout=timeout)
+        return Tool(
+            name=name or f.__name__, fn=f, description=description or doc_desc, parameters=schema, timeout=timeout
+        )
 
     return make(fn) if fn is not None else make
 
@@ -88,7 +108,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
         return desc, {}
     args: dict[str, str] = {}
     current, indent = None, None
-    for line in lines[cut + 1:]:
+    for line in lines[cut + 1 :]:
         level = len(line) - len(line.lstrip())
         if not line.strip():
             continue
@@ -139,8 +159,13 @@ def schema_from_signature(fn: Callable[..., Any], arg_docs: dict[str, str]) -> d
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         if p.name not in hints:
-            raise TypeError(f"tool {fn.__name__}: parameter {p.name!r} has no type hint; add one or pass parameters=...")
-        props[p.name] = {**json_type(hints[p.name]), **({"description": arg_docs[p.name]} if p.name in arg_docs else {})}
+            raise TypeError(
+                f"tool {fn.__name__}: parameter {p.name!r} has no type hint; add one or pass parameters=..."
+            )
+        props[p.name] = {
+            **json_type(hints[p.name]),
+            **({"description": arg_docs[p.name]} if p.name in arg_docs else {}),
+        }
         if p.default is inspect.Parameter.empty:
             required.append(p.name)
     return {"type": "object", "properties": props, "required": required, "additionalProperties": False}
@@ -161,7 +186,11 @@ def validate(value: Any, schema: dict[str, Any], path: str = "arguments") -> lis
     """Errors of `value` against the subset of JSON schema that `tool` produces (type, properties,
     required, additionalProperties, items, enum, anyOf); [] when valid."""
     if "anyOf" in schema:
-        return [] if any(not validate(value, s, path) for s in schema["anyOf"]) else [f"{path} matches none of the allowed types"]
+        return (
+            []
+            if any(not validate(value, s, path) for s in schema["anyOf"])
+            else [f"{path} matches none of the allowed types"]
+        )
     if "enum" in schema and value not in schema["enum"]:
         return [f"{path} must be one of {schema['enum']}, got {value!r}"]
     kinds = schema.get("type", [])
@@ -177,7 +206,9 @@ def validate(value: Any, schema: dict[str, Any], path: str = "arguments") -> lis
         props = schema.get("properties", {})
         errors += [f"missing required argument {k!r}" for k in schema.get("required", []) if k not in value]
         if schema.get("additionalProperties") is False:
-            errors += [f"unknown argument {k!r} (expected: {', '.join(props) or 'none'})" for k in value if k not in props]
+            errors += [
+                f"unknown argument {k!r} (expected: {', '.join(props) or 'none'})" for k in value if k not in props
+            ]
         for k, v in value.items():
             if k in props:
                 errors += validate(v, props[k], k if path == "arguments" else f"{path}.{k}")
@@ -207,7 +238,7 @@ def parse_tool_calls(text: str) -> list[Union[ToolCall, CallError]]:
     [ToolCall(name='f', arguments={'x': 1}), CallError(message='malformed tool call: invalid JSON (Expecting property name enclosed in double quotes at char 1)')]
     """
     out: list[Union[ToolCall, CallError]] = [_parse_call(m.group(1)) for m in _CALL.finditer(text)]
-    tail = text[text.rfind(CALL_CLOSE) + len(CALL_CLOSE):] if CALL_CLOSE in text else text
+    tail = text[text.rfind(CALL_CLOSE) + len(CALL_CLOSE) :] if CALL_CLOSE in text else text
     if CALL_OPEN in tail:
         out.append(CallError(f"malformed tool call: {CALL_OPEN} without a closing {CALL_CLOSE}"))
     return out
@@ -227,7 +258,9 @@ def _parse_call(body: str) -> Union[ToolCall, CallError]:
         except json.JSONDecodeError:
             return CallError(f"malformed tool call to {obj['name']!r}: arguments is a string that is not JSON")
     if not isinstance(args, dict):
-        return CallError(f"malformed tool call to {obj['name']!r}: arguments must be a JSON object, got {type(args).__name__}")
+        return CallError(
+            f"malformed tool call to {obj['name']!r}: arguments must be a JSON object, got {type(args).__name__}"
+        )
     return ToolCall(name=obj["name"], arguments=args)
 
 
@@ -277,8 +310,15 @@ class ToolSet:
     def describe(self) -> str:
         """Instructions for the prompt: the tools' specs and the call syntax."""
         lines = [json.dumps(t.spec()["function"], separators=(", ", ": ")) for t in self.tools]
-        return ("You can call these tools:\n" + "\n".join(lines) + "\nTo call a tool, write "
-                + CALL_OPEN + '{"name": <tool name>, "arguments": {<arguments>}}' + CALL_CLOSE + ".")
+        return (
+            "You can call these tools:\n"
+            + "\n".join(lines)
+            + "\nTo call a tool, write "
+            + CALL_OPEN
+            + '{"name": <tool name>, "arguments": {<arguments>}}'
+            + CALL_CLOSE
+            + "."
+        )
 
     def run(self, text: str) -> list[ToolResult]:
         """Parse every call in the turn `text` and run them concurrently; one result per call, in order."""
@@ -289,12 +329,30 @@ class ToolSet:
             if isinstance(call, CallError):
                 results[i] = ToolResult(None, None, f"Error: {call.message}", ok=False, error="malformed")
             elif i >= self.max_calls_per_turn:
-                results[i] = ToolResult(call.name, call.arguments, f"Error: more than {self.max_calls_per_turn} tool calls in one turn; this one was not run", ok=False, error="too_many_calls")
+                results[i] = ToolResult(
+                    call.name,
+                    call.arguments,
+                    f"Error: more than {self.max_calls_per_turn} tool calls in one turn; this one was not run",
+                    ok=False,
+                    error="too_many_calls",
+                )
             elif call.name not in self.by_name:
                 known = ", ".join(self.by_name) or "none"
-                results[i] = ToolResult(call.name, call.arguments, f"Error: unknown tool {call.name!r}; available tools: {known}", ok=False, error="unknown_tool")
+                results[i] = ToolResult(
+                    call.name,
+                    call.arguments,
+                    f"Error: unknown tool {call.name!r}; available tools: {known}",
+                    ok=False,
+                    error="unknown_tool",
+                )
             elif errs := validate(call.arguments, self.by_name[call.name].parameters):
-                results[i] = ToolResult(call.name, call.arguments, f"Error: bad arguments for tool {call.name!r}: {'; '.join(errs)}", ok=False, error="bad_arguments")
+                results[i] = ToolResult(
+                    call.name,
+                    call.arguments,
+                    f"Error: bad arguments for tool {call.name!r}: {'; '.join(errs)}",
+                    ok=False,
+                    error="bad_arguments",
+                )
             else:
                 jobs.append((i, call, self.by_name[call.name]))
         for i, res in zip([j[0] for j in jobs], self._execute([(c, t) for _, c, t in jobs])):
@@ -308,7 +366,10 @@ class ToolSet:
     def _execute(self, jobs: list[tuple[ToolCall, Tool]]) -> list[ToolResult]:
         """Run validated calls, one daemon thread each, all started before any is awaited."""
         boxes: list[dict[str, Any]] = [{} for _ in jobs]
-        threads = [threading.Thread(target=_call_into, args=(t.fn, c.arguments, box), daemon=True) for (c, t), box in zip(jobs, boxes)]
+        threads = [
+            threading.Thread(target=_call_into, args=(t.fn, c.arguments, box), daemon=True)
+            for (c, t), box in zip(jobs, boxes)
+        ]
         start = time.perf_counter()
         for th in threads:
             th.start()
@@ -322,11 +383,27 @@ class ToolSet:
     def _result(self, call: ToolCall, limit: float, box: dict[str, Any], hung: bool) -> ToolResult:
         secs = box.get("seconds", limit)
         if hung:
-            return ToolResult(call.name, call.arguments, f"Error: tool {call.name!r} timed out after {limit:g} s", ok=False, error="timeout", seconds=limit)
+            return ToolResult(
+                call.name,
+                call.arguments,
+                f"Error: tool {call.name!r} timed out after {limit:g} s",
+                ok=False,
+                error="timeout",
+                seconds=limit,
+            )
         if "error" in box:
             e = box["error"]
-            return ToolResult(call.name, call.arguments, f"Error: tool {call.name!r} raised {type(e).__name__}: {e}", ok=False, error="raised", seconds=secs)
-        return ToolResult(call.name, call.arguments, truncate(_as_text(box["value"]), self.max_output_chars), ok=True, seconds=secs)
+            return ToolResult(
+                call.name,
+                call.arguments,
+                f"Error: tool {call.name!r} raised {type(e).__name__}: {e}",
+                ok=False,
+                error="raised",
+                seconds=secs,
+            )
+        return ToolResult(
+            call.name, call.arguments, truncate(_as_text(box["value"]), self.max_output_chars), ok=True, seconds=secs
+        )
 
 
 def _call_into(fn: Callable[..., Any], arguments: dict[str, Any], box: dict[str, Any]) -> None:

@@ -52,9 +52,27 @@ _I64, _PTR = ctypes.c_int64, ctypes.c_void_p
 class Model(ctypes.Structure):
     """`ascent_model` of decode_step.c: a model's sizes and weight pointers (built by `Decoder`)."""
 
-    _fields_ = [(name, _I64) for name in ("layers", "hidden", "inter", "heads", "kv_heads", "head_dim", "vocab", "rope_len")] + [
+    _fields_ = [
+        (name, _I64) for name in ("layers", "hidden", "inter", "heads", "kv_heads", "head_dim", "vocab", "rope_len")
+    ] + [
         ("eps", ctypes.c_float),
-        *[(name, _PTR) for name in ("embed", "norm", "lm_head", "cos", "sin", "ln_in", "qkv", "qkv_bias", "o", "ln_post", "gate_up", "down")],
+        *[
+            (name, _PTR)
+            for name in (
+                "embed",
+                "norm",
+                "lm_head",
+                "cos",
+                "sin",
+                "ln_in",
+                "qkv",
+                "qkv_bias",
+                "o",
+                "ln_post",
+                "gate_up",
+                "down",
+            )
+        ],
     ]
 
 
@@ -83,16 +101,31 @@ class Native:
         self.pack_fn(w.data_ptr(), *w.shape, out.data_ptr())
         return out
 
-    def linear(self, x: "torch.Tensor", packed: "torch.Tensor", n: int, bias: "torch.Tensor | None" = None) -> "torch.Tensor":
+    def linear(
+        self, x: "torch.Tensor", packed: "torch.Tensor", n: int, bias: "torch.Tensor | None" = None
+    ) -> "torch.Tensor":
         """x (M, K) @ w.T (+ bias) through the step's matrix kernel, w given `pack`ed with N = n rows."""
         import torch
 
         x = x.contiguous()
         m, k = x.shape
-        if x.dtype != torch.float32 or packed.numel() != self.packed_floats(n, k) or (bias is not None and bias.shape != (n,)):
+        if (
+            x.dtype != torch.float32
+            or packed.numel() != self.packed_floats(n, k)
+            or (bias is not None and bias.shape != (n,))
+        ):
             raise ValueError("linear: x must be float32 and the packed weight (and bias) must match its width")
         y = torch.empty((m, n), dtype=torch.float32)
-        self.linear_fn(x.data_ptr(), m, k, packed.data_ptr(), n, None if bias is None else bias.contiguous().data_ptr(), 0, y.data_ptr())
+        self.linear_fn(
+            x.data_ptr(),
+            m,
+            k,
+            packed.data_ptr(),
+            n,
+            None if bias is None else bias.contiguous().data_ptr(),
+            0,
+            y.data_ptr(),
+        )
         return y
 
 
@@ -106,7 +139,9 @@ _loaded: Native | Unavailable | None = None
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("ASCENT_CACHE") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ascent")
+    root = os.environ.get("ASCENT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ascent"
+    )
     return Path(root) / "kernels"
 
 
@@ -129,14 +164,27 @@ def compiler() -> str | None:
 def build(cc: str, out_dir: Path) -> Path:
     """Compile the kernels with `cc` into `out_dir` (once per source/flags/compiler/CPU); return the .so."""
     version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    key = hashlib.sha256("\0".join([*(f.read_text() for f in SOURCES + HEADERS), *COMPILE_FLAGS, *LINK_FLAGS, version, cpu_flags(), platform.machine()]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(
+        "\0".join(
+            [
+                *(f.read_text() for f in SOURCES + HEADERS),
+                *COMPILE_FLAGS,
+                *LINK_FLAGS,
+                version,
+                cpu_flags(),
+                platform.machine(),
+            ]
+        ).encode()
+    ).hexdigest()[:16]
     target = out_dir / f"ascent_kernels-{key}.so"
     if target.exists():
         return target
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="build-", dir=out_dir) as tmp:
         objs, lib = [Path(tmp) / f"{src.stem}.o" for src in SOURCES], Path(tmp) / "kernels.so"
-        compile_ = [[cc, *COMPILE_FLAGS, f"-I{HERE}", "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs)]
+        compile_ = [
+            [cc, *COMPILE_FLAGS, f"-I{HERE}", "-c", str(src), "-o", str(obj)] for src, obj in zip(SOURCES, objs)
+        ]
         for cmd in [*compile_, [cc, *map(str, objs), "-o", str(lib), *LINK_FLAGS]]:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             if done.returncode != 0:
@@ -152,7 +200,22 @@ def _bind(path: Path) -> Native:
     attention.argtypes = [_PTR] * 6 + [_I64] * 13 + [ctypes.c_float]
     step = lib.ascent_decode_step
     step.restype = ctypes.c_int
-    step.argtypes = [ctypes.POINTER(Model), _I64, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _PTR, _I64, _PTR, _I64, _I64, _PTR]
+    step.argtypes = [
+        ctypes.POINTER(Model),
+        _I64,
+        _PTR,
+        _PTR,
+        _PTR,
+        _PTR,
+        _PTR,
+        _PTR,
+        _PTR,
+        _I64,
+        _PTR,
+        _I64,
+        _I64,
+        _PTR,
+    ]
     packed_floats = lib.ascent_packed_floats
     packed_floats.restype, packed_floats.argtypes = _I64, [_I64, _I64]
     pack = lib.ascent_pack
@@ -173,7 +236,10 @@ def load() -> Native | None:
         if _loaded is None:
             _loaded = _load()
             if isinstance(_loaded, Unavailable):
-                log.warning("ascent native CPU kernels unavailable (%s); the decode step and its attention use torch ops", _loaded.reason)
+                log.warning(
+                    "ascent native CPU kernels unavailable (%s); the decode step and its attention use torch ops",
+                    _loaded.reason,
+                )
     return _loaded if isinstance(_loaded, Native) else None
 
 

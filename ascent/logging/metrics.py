@@ -25,7 +25,9 @@ class MetricsLogger:
             self._tb = SummaryWriter(log_dir=str(Path(run_dir) / "tensorboard"))
 
     def log(self, phase: str, step: int, metrics: dict[str, float]) -> None:
-        clean = {k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in metrics.items()}
+        clean = {
+            k: (float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None) for k, v in metrics.items()
+        }
         with open(self.path, "a") as fh:
             fh.write(json.dumps({"phase": phase, "step": step, **clean}) + "\n")
         if self._tb is not None:
@@ -37,7 +39,11 @@ class MetricsLogger:
         """Drop lines of `phase` past `step` (a resumed run rewrites them)."""
         if not self.path.exists():
             return
-        keep = [line for line in self.path.read_text().splitlines() if line.strip() and not _after(json.loads(line), phase, step)]
+        keep = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and not _after(json.loads(line), phase, step)
+        ]
         self.path.write_text("".join(line + "\n" for line in keep))
 
     def close(self) -> None:

@@ -24,7 +24,9 @@ def plot_curves(metrics_path: Path, out: Path) -> Path:
         ev = [r for r in rows if r["phase"] == phase and r.get("eval/accuracy") is not None]
         if ev:
             axes[1].plot([r["step"] for r in ev], [r["eval/accuracy"] for r in ev], marker="o", label=phase)
-    axes[1].set(xlabel="optimizer step (per phase)", ylabel="held-out greedy accuracy", title="held-out accuracy", ylim=(0, 1))
+    axes[1].set(
+        xlabel="optimizer step (per phase)", ylabel="held-out greedy accuracy", title="held-out accuracy", ylim=(0, 1)
+    )
     for ax in axes:
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

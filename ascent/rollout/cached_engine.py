@@ -16,7 +16,14 @@ class CachedEngine:
     """ascent's engine over any HF causal LM: shared group prefill, incremental KV cache, early exit."""
 
     @torch.no_grad()
-    def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
+    def generate(
+        self,
+        model: PreTrainedModel,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        generator: torch.Generator | None,
+    ) -> Generation:
         device = next(model.parameters()).device
         ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (P, L)
@@ -48,6 +55,8 @@ class CachedEngine:
                 cache.batch_select_indices(keep)
                 rows, tok, mask, next_pos = rows[keep], tok[keep], mask[keep], next_pos[keep]
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=-1)
-            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True)
+            out = model(
+                input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None], cache=cache, use_cache=True
+            )
             logits, next_pos = out.logits[:, -1], next_pos + 1
         return Generation(tokens=tokens.cpu(), logprobs=logps.cpu(), lengths=lengths.cpu(), finished=finished.cpu())

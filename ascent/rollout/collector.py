@@ -45,4 +45,6 @@ class SingleTurnCollector:
         self.policy.model.eval()
         gen = self.engine.generate(self.policy.model, ids, self.n, self.settings, generator)
         fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
-        return assemble([r["prompt"] for r in rows], ids, fields, gen, self.n, self.policy.tokenizer, row_indices=indices)
+        return assemble(
+            [r["prompt"] for r in rows], ids, fields, gen, self.n, self.policy.tokenizer, row_indices=indices
+        )

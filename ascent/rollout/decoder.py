@@ -49,12 +49,22 @@ import torch.nn.functional as F
 SUPPORTED = {"llama", "qwen2"}
 ATTENTION = ("auto", "native", "torch")
 DECODE_STEP = ("auto", "native", "torch")
-STEP_ERRORS = {1: "bad sizes", 2: "out of memory", 3: "a position outside the rope table", 4: "a cache column outside the cache", 5: "a token outside the vocabulary"}
+STEP_ERRORS = {
+    1: "bad sizes",
+    2: "out of memory",
+    3: "a position outside the rope table",
+    4: "a cache column outside the cache",
+    5: "a token outside the vocabulary",
+}
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model inside a peft wrapper (LoRA layers still in place), else the model itself."""
-    return model.get_base_model() if type(model).__module__.startswith("peft") and hasattr(model, "get_base_model") else model
+    return (
+        model.get_base_model()
+        if type(model).__module__.startswith("peft") and hasattr(model, "get_base_model")
+        else model
+    )
 
 
 def is_lora(layer: torch.nn.Module) -> bool:
@@ -82,7 +92,9 @@ def linear_bias(layer: torch.nn.Module) -> torch.Tensor | None:
 def _plain_or_lora(layer: torch.nn.Module) -> bool:
     if is_lora(layer):
         dora = getattr(layer, "use_dora", {})
-        return isinstance(layer.get_base_layer(), torch.nn.Linear) and not any(dora.get(a, False) for a in layer.active_adapters)
+        return isinstance(layer.get_base_layer(), torch.nn.Linear) and not any(
+            dora.get(a, False) for a in layer.active_adapters
+        )
     return isinstance(layer, torch.nn.Linear)
 
 
@@ -94,15 +106,35 @@ def supports(model: torch.nn.Module) -> bool:
     cfg = getattr(model, "config", None)
     if cfg is None or getattr(cfg, "model_type", None) not in SUPPORTED or not hasattr(model, "model"):
         return False
-    if getattr(cfg, "hidden_act", "silu") != "silu" or getattr(cfg, "mlp_bias", False) or getattr(cfg, "use_sliding_window", False):
+    if (
+        getattr(cfg, "hidden_act", "silu") != "silu"
+        or getattr(cfg, "mlp_bias", False)
+        or getattr(cfg, "use_sliding_window", False)
+    ):
         return False
-    if type(model.model.embed_tokens) is not torch.nn.Embedding or type(getattr(model, "lm_head", None)) is not torch.nn.Linear:
+    if (
+        type(model.model.embed_tokens) is not torch.nn.Embedding
+        or type(getattr(model, "lm_head", None)) is not torch.nn.Linear
+    ):
         return False
     for block in model.model.layers:
         a, m = getattr(block, "self_attn", None), getattr(block, "mlp", None)
-        if a is None or m is None or not all(hasattr(x, name) for x, names in ((a, ("q_proj", "k_proj", "v_proj", "o_proj")), (m, ("gate_proj", "up_proj", "down_proj"))) for name in names):
+        if (
+            a is None
+            or m is None
+            or not all(
+                hasattr(x, name)
+                for x, names in (
+                    (a, ("q_proj", "k_proj", "v_proj", "o_proj")),
+                    (m, ("gate_proj", "up_proj", "down_proj")),
+                )
+                for name in names
+            )
+        ):
             return False
-        if not all(_plain_or_lora(x) for x in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)):
+        if not all(
+            _plain_or_lora(x) for x in (a.q_proj, a.k_proj, a.v_proj, a.o_proj, m.gate_proj, m.up_proj, m.down_proj)
+        ):
             return False
     return True
 
@@ -121,11 +153,19 @@ class LayerWeights:
 class Decoder:
     """The weights of one model snapshot plus a functional forward with an external KV cache."""
 
-    def __init__(self, model: torch.nn.Module, compute_dtype: torch.dtype | None = None, attention: str = "auto", decode_step: str = "auto") -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        compute_dtype: torch.dtype | None = None,
+        attention: str = "auto",
+        decode_step: str = "auto",
+    ) -> None:
         model = unwrap(model)
         cfg = model.config
         self.model = model
-        self.dtype = model.model.embed_tokens.weight.dtype  # residual stream, norms, rope, KV cache, attention, output layer
+        self.dtype = (
+            model.model.embed_tokens.weight.dtype
+        )  # residual stream, norms, rope, KV cache, attention, output layer
         self.compute_dtype = compute_dtype or self.dtype  # the matrices of every block (q|k|v, o, gate|up, down)
         self.heads, self.kv_heads = cfg.num_attention_heads, cfg.num_key_value_heads
         self.head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
@@ -150,13 +190,17 @@ class Decoder:
             return None
         if self.embed.device.type != "cpu" or self.dtype != torch.float32:
             if attention == "native":
-                raise ValueError(f"rollout.attention=native needs an fp32 model on the CPU, got {self.dtype} on {self.embed.device.type}; use auto or torch")
+                raise ValueError(
+                    f"rollout.attention=native needs an fp32 model on the CPU, got {self.dtype} on {self.embed.device.type}; use auto or torch"
+                )
             return None
         from ascent import kernels
 
         native = kernels.load()
         if native is None and attention == "native":
-            raise RuntimeError(f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch")
+            raise RuntimeError(
+                f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch"
+            )
         return native
 
     def _native_step(self, decode_step: str, attention: str) -> bool:
@@ -189,7 +233,11 @@ class Decoder:
             if self._step_model is None:
                 self._step_model = self._build_step_model()
                 if self._cos is not None:
-                    self._step_model.cos, self._step_model.sin, self._step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), self._cos.shape[0]
+                    self._step_model.cos, self._step_model.sin, self._step_model.rope_len = (
+                        self._cos.data_ptr(),
+                        self._sin.data_ptr(),
+                        self._cos.shape[0],
+                    )
             return self._step_model
 
     def _build_step_model(self):
@@ -210,9 +258,22 @@ class Decoder:
         self._tables.append((embed, norm, lm_head))
         cfg = self.model.config
         return kernels.Model(
-            layers=len(self.layers), hidden=cfg.hidden_size, inter=cfg.intermediate_size, heads=self.heads, kv_heads=self.kv_heads, head_dim=self.head_dim,
-            vocab=self.lm_head.shape[0], rope_len=0, eps=self.eps, embed=embed.data_ptr(), norm=norm.data_ptr(), lm_head=lm_head.data_ptr(), cos=None, sin=None,
-            qkv_bias=None if bias is None else table(bias), **{name: table(ws) for name, ws in (packed | vectors).items()},
+            layers=len(self.layers),
+            hidden=cfg.hidden_size,
+            inter=cfg.intermediate_size,
+            heads=self.heads,
+            kv_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            vocab=self.lm_head.shape[0],
+            rope_len=0,
+            eps=self.eps,
+            embed=embed.data_ptr(),
+            norm=norm.data_ptr(),
+            lm_head=lm_head.data_ptr(),
+            cos=None,
+            sin=None,
+            qkv_bias=None if bias is None else table(bias),
+            **{name: table(ws) for name, ws in (packed | vectors).items()},
         )
 
     def rope_table(self, length: int) -> None:
@@ -223,7 +284,11 @@ class Decoder:
         with self._step_lock:  # the native step's record points at the tables
             self._cos, self._sin = cos[0].contiguous(), sin[0].contiguous()
             if self._step_model is not None:
-                self._step_model.cos, self._step_model.sin, self._step_model.rope_len = self._cos.data_ptr(), self._sin.data_ptr(), length
+                self._step_model.cos, self._step_model.sin, self._step_model.rope_len = (
+                    self._cos.data_ptr(),
+                    self._sin.data_ptr(),
+                    length,
+                )
 
     @staticmethod
     def _layer(block: torch.nn.Module, dtype: torch.dtype) -> LayerWeights:
@@ -231,7 +296,9 @@ class Decoder:
         biases = [linear_bias(a.q_proj), linear_bias(a.k_proj), linear_bias(a.v_proj)]
         return LayerWeights(
             ln_in=block.input_layernorm.weight,
-            qkv=torch.cat([linear_weight(a.q_proj), linear_weight(a.k_proj), linear_weight(a.v_proj)]).detach().to(dtype),
+            qkv=torch.cat([linear_weight(a.q_proj), linear_weight(a.k_proj), linear_weight(a.v_proj)])
+            .detach()
+            .to(dtype),
             qkv_bias=None if biases[0] is None else torch.cat(biases).detach().to(dtype),
             o=linear_weight(a.o_proj).detach().to(dtype),
             ln_post=block.post_attention_layernorm.weight,
@@ -243,7 +310,9 @@ class Decoder:
         """Keys and values, each (layers, B, nkv, S, d): a step's attention reads the first `end` positions
         of a (row, head) as one contiguous block."""
         shape = (len(self.layers), batch, self.kv_heads, length, self.head_dim)
-        return torch.zeros(shape, dtype=self.dtype, device=self.embed.device), torch.zeros(shape, dtype=self.dtype, device=self.embed.device)
+        return torch.zeros(shape, dtype=self.dtype, device=self.embed.device), torch.zeros(
+            shape, dtype=self.dtype, device=self.embed.device
+        )
 
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """RMSNorm in the model's dtype, handed to the next matmul in the compute dtype."""
@@ -259,11 +328,13 @@ class Decoder:
         if t > 1:
             return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=nq != nkv)
         qg = q.reshape(b, nkv, nq // nkv, d)  # (B, nkv, g, d)
-        scores = torch.matmul(qg, keys.transpose(-1, -2)).mul_(d ** -0.5).add_(mask)  # (B, nkv, g, S)
+        scores = torch.matmul(qg, keys.transpose(-1, -2)).mul_(d**-0.5).add_(mask)  # (B, nkv, g, S)
         out = torch.matmul(torch.softmax(scores, dim=-1), values)  # (B, nkv, g, d)
         return out.reshape(b, nq, 1, d)
 
-    def attend_native(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+    def attend_native(
+        self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, scratch: torch.Tensor
+    ) -> torch.Tensor:
         """`attend` for a one-token step through the native kernel: q (B, nq, 1, d); one layer's whole
         cache, keys and values (cap, nkv, S, d), of which rows < B and positions < end are
         read; valid (B, end) bool, a view with unit stride along keys; scratch: (nq/nkv) * end floats."""
@@ -271,26 +342,76 @@ class Decoder:
         nkv, end = keys.shape[1], valid.shape[1]
         if end > keys.shape[-2] or end > values.shape[-2] or b > keys.shape[0] or valid.shape[0] != b:
             raise ValueError(f"attend_native: {b} rows x {end} positions exceed the cache {tuple(keys.shape)}")
-        if q.stride(-1) != 1 or q.stride(1) != d or keys.stride(-1) != 1 or values.stride(-1) != 1 or valid.stride(-1) != 1 or valid.dtype != torch.bool:
+        if (
+            q.stride(-1) != 1
+            or q.stride(1) != d
+            or keys.stride(-1) != 1
+            or values.stride(-1) != 1
+            or valid.stride(-1) != 1
+            or valid.dtype != torch.bool
+        ):
             raise ValueError("attend_native: unexpected memory layout of q, the cache or the mask")
-        if any(x.dtype != torch.float32 for x in (q, keys, values, scratch)) or not scratch.is_contiguous() or scratch.numel() < nq // nkv * end:
-            raise ValueError("attend_native: q, the cache and the scratch must be float32, the scratch (nq/nkv) * end contiguous floats")
+        if (
+            any(x.dtype != torch.float32 for x in (q, keys, values, scratch))
+            or not scratch.is_contiguous()
+            or scratch.numel() < nq // nkv * end
+        ):
+            raise ValueError(
+                "attend_native: q, the cache and the scratch must be float32, the scratch (nq/nkv) * end contiguous floats"
+            )
         out = torch.empty((b, nq, 1, d), dtype=torch.float32)
         ks, vs = keys.stride(), values.stride()
-        rc = self.native.attention(q.data_ptr(), keys.data_ptr(), values.data_ptr(), valid.data_ptr(), out.data_ptr(), scratch.data_ptr(), b, nq // nkv, nkv, d, end, q.stride(0), ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], valid.stride(0), d ** -0.5)
+        rc = self.native.attention(
+            q.data_ptr(),
+            keys.data_ptr(),
+            values.data_ptr(),
+            valid.data_ptr(),
+            out.data_ptr(),
+            scratch.data_ptr(),
+            b,
+            nq // nkv,
+            nkv,
+            d,
+            end,
+            q.stride(0),
+            ks[0],
+            ks[1],
+            ks[2],
+            vs[0],
+            vs[1],
+            vs[2],
+            valid.stride(0),
+            d**-0.5,
+        )
         if rc != 0:
             raise RuntimeError(f"native decode attention rejected its arguments (code {rc})")
         return out
 
-    def forward_native(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+    def forward_native(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: tuple[torch.Tensor, torch.Tensor],
+        start: int | torch.Tensor,
+        attn_mask: torch.Tensor,
+    ) -> torch.Tensor:
         """`forward` of a one-token step through the native whole-step kernel (`decode_step.c`): the same
         computation in one call. ids, positions (B, 1); start an int or (B,) per-row columns."""
         keys, values = cache
         b = ids.shape[0]
         end = attn_mask.shape[-1]
         valid = attn_mask[:, 0, 0]  # (B, end) bool
-        if keys.dtype != torch.float32 or values.dtype != torch.float32 or keys.stride(-1) != 1 or values.stride(-1) != 1 or keys.shape[1] < b or values.shape != keys.shape:
-            raise ValueError("forward_native: the cache must be two fp32 tensors (layers, rows, nkv, S, d) with room for the batch")
+        if (
+            keys.dtype != torch.float32
+            or values.dtype != torch.float32
+            or keys.stride(-1) != 1
+            or values.stride(-1) != 1
+            or keys.shape[1] < b
+            or values.shape != keys.shape
+        ):
+            raise ValueError(
+                "forward_native: the cache must be two fp32 tensors (layers, rows, nkv, S, d) with room for the batch"
+            )
         if valid.dtype != torch.bool or valid.stride(-1) != 1 or valid.shape[0] != b:
             raise ValueError("forward_native: the mask must be (B, 1, 1, end) bool with unit stride along keys")
         per_row = isinstance(start, torch.Tensor)
@@ -302,8 +423,25 @@ class Decoder:
         strides = [(ctypes.c_int64 * 4)(*x.stride()[:4]) for x in (keys, values)]
         record = self.step_model()
         for attempt in range(2):
-            rc = self.native.step(ctypes.byref(record), b, ids.data_ptr(), positions.data_ptr(), None if cols is None else cols.data_ptr(), keys.data_ptr(), values.data_ptr(), strides[0], strides[1], keys.shape[-2], valid.data_ptr(), valid.stride(0), end, logits.data_ptr())
-            if rc == 3 and attempt == 0:  # a position past the rope table (checked in C, not per step here): grow it once
+            rc = self.native.step(
+                ctypes.byref(record),
+                b,
+                ids.data_ptr(),
+                positions.data_ptr(),
+                None if cols is None else cols.data_ptr(),
+                keys.data_ptr(),
+                values.data_ptr(),
+                strides[0],
+                strides[1],
+                keys.shape[-2],
+                valid.data_ptr(),
+                valid.stride(0),
+                end,
+                logits.data_ptr(),
+            )
+            if (
+                rc == 3 and attempt == 0
+            ):  # a position past the rope table (checked in C, not per step here): grow it once
                 self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
                 continue
             break
@@ -311,7 +449,14 @@ class Decoder:
             raise RuntimeError(f"native decode step rejected its arguments: {STEP_ERRORS.get(rc, f'code {rc}')}")
         return logits
 
-    def forward(self, ids: torch.Tensor, positions: torch.Tensor, cache: tuple[torch.Tensor, torch.Tensor], start: int | torch.Tensor, attn_mask: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        cache: tuple[torch.Tensor, torch.Tensor],
+        start: int | torch.Tensor,
+        attn_mask: torch.Tensor,
+    ) -> torch.Tensor:
         """Run tokens ids (B, t) at cache slots start..start+t; attn_mask (B, 1, t, end) bool, where end =
         start+t. `start` may also be a (B,) tensor of per-row slots for a one-token step (rows at different
         steps, as under continuous batching); attention then spans the mask's width.
@@ -329,7 +474,9 @@ class Decoder:
         if native:  # the kernel reads the boolean mask (B, end) itself
             valid, scratch = attn_mask[:, 0, 0], torch.empty(self.heads // self.kv_heads * end, dtype=torch.float32)
         elif t == 1:  # additive mask, built once for all layers
-            attn_mask = torch.zeros(attn_mask.shape, dtype=self.dtype, device=attn_mask.device).masked_fill_(~attn_mask, float("-inf"))
+            attn_mask = torch.zeros(attn_mask.shape, dtype=self.dtype, device=attn_mask.device).masked_fill_(
+                ~attn_mask, float("-inf")
+            )
         x = F.embedding(ids, self.embed)  # (B, t, H)
         if self._cos is None or int(positions.max()) >= self._cos.shape[0]:
             self.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
@@ -337,7 +484,9 @@ class Decoder:
         nq, nkv, d = self.heads, self.kv_heads, self.head_dim
         for i, w in enumerate(self.layers):
             h = self.rms(x, w.ln_in)
-            qkv = F.linear(h, w.qkv, w.qkv_bias).to(self.dtype).view(b, t, nq + 2 * nkv, d).transpose(1, 2)  # (B, nq+2nkv, t, d)
+            qkv = (
+                F.linear(h, w.qkv, w.qkv_bias).to(self.dtype).view(b, t, nq + 2 * nkv, d).transpose(1, 2)
+            )  # (B, nq+2nkv, t, d)
             qk, v = qkv[:, : nq + nkv], qkv[:, nq + nkv :]
             q, k = (qk * cos + rotate_half(qk) * sin).split([nq, nkv], dim=1)  # rope on q and k in one pass
             if per_row:  # (B, nkv, d) at each row's own slot

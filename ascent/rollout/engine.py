@@ -24,7 +24,14 @@ from ascent.rollout.types import Generation, SamplingSettings
 class RolloutEngine(Protocol):
     """Anything that turns prompts into sampled completions."""
 
-    def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation: ...
+    def generate(
+        self,
+        model: PreTrainedModel,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        generator: torch.Generator | None,
+    ) -> Generation: ...
 
 
 def check_prompts(prompt_ids: list[list[int]]) -> None:
@@ -39,6 +46,6 @@ def left_pad(prompt_ids: list[list[int]], pad_id: int, device: torch.device) -> 
     ids = torch.full((len(prompt_ids), width), pad_id, dtype=torch.long, device=device)
     mask = torch.zeros_like(ids)
     for i, p in enumerate(prompt_ids):
-        ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long, device=device)
-        mask[i, width - len(p):] = 1
+        ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long, device=device)
+        mask[i, width - len(p) :] = 1
     return ids, mask

@@ -13,7 +13,14 @@ class HFGenerateEngine:
     """Hugging Face `model.generate` (the baseline); log-probs from its raw per-step logits."""
 
     @torch.no_grad()
-    def generate(self, model: PreTrainedModel, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
+    def generate(
+        self,
+        model: PreTrainedModel,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        generator: torch.Generator | None,
+    ) -> Generation:
         device = next(model.parameters()).device
         ids, mask = left_pad(prompt_ids, s.pad_id, device)
         if generator is not None:  # generate draws from the global RNG: seed it from ours
@@ -22,12 +29,21 @@ class HFGenerateEngine:
         if greedy and n > 1:  # generate refuses num_return_sequences > 1 without sampling
             ids, mask, n = ids.repeat_interleave(n, 0), mask.repeat_interleave(n, 0), 1
         out = model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=s.max_new_tokens, do_sample=not greedy,
-            temperature=None if greedy else s.temperature, top_p=None if greedy else s.top_p, top_k=None if greedy else s.top_k,
-            num_return_sequences=n, eos_token_id=s.eos_id, pad_token_id=s.pad_id, min_new_tokens=s.max_new_tokens if s.ignore_eos else None,
-            return_dict_in_generate=True, output_logits=True,
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=s.max_new_tokens,
+            do_sample=not greedy,
+            temperature=None if greedy else s.temperature,
+            top_p=None if greedy else s.top_p,
+            top_k=None if greedy else s.top_k,
+            num_return_sequences=n,
+            eos_token_id=s.eos_id,
+            pad_token_id=s.pad_id,
+            min_new_tokens=s.max_new_tokens if s.ignore_eos else None,
+            return_dict_in_generate=True,
+            output_logits=True,
         )
-        new = out.sequences[:, ids.shape[1]:]  # (N, t)
+        new = out.sequences[:, ids.shape[1] :]  # (N, t)
         logits = torch.stack(out.logits, dim=1).float()  # (N, t, V) raw
         if not greedy and s.temperature != 1.0:
             logits = logits / s.temperature

@@ -23,7 +23,9 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
-def draw_uniforms(generator: torch.Generator | None, steps: int, total: int, s: SamplingSettings, device: torch.device | str = "cpu") -> torch.Tensor | None:
+def draw_uniforms(
+    generator: torch.Generator | None, steps: int, total: int, s: SamplingSettings, device: torch.device | str = "cpu"
+) -> torch.Tensor | None:
     """All the uniforms a rollout of `total` sequences x `steps` positions can use, drawn up front: (steps,
     total) float64, entry [t, i] for position t of sequence i (None when greedy: nothing is drawn).
 
@@ -37,7 +39,14 @@ def draw_uniforms(generator: torch.Generator | None, steps: int, total: int, s: 
     return torch.rand(steps, total, generator=generator, dtype=torch.float64).to(device)
 
 
-def sample_tokens(logits: torch.Tensor, s: SamplingSettings, generator: torch.Generator | None = None, rows: torch.Tensor | None = None, total: int | None = None, u: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def sample_tokens(
+    logits: torch.Tensor,
+    s: SamplingSettings,
+    generator: torch.Generator | None = None,
+    rows: torch.Tensor | None = None,
+    total: int | None = None,
+    u: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample one token per row of `logits` (B, V). Returns (ids (B,), log-probs (B,)).
 
     The log-prob is that of the temperature-scaled, untruncated distribution, which is what the learner
@@ -82,7 +91,9 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         cdf = probs.double().cumsum(-1)  # (B, V)
         return torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True).squeeze(-1).clamp(max=v - 1)
     nb = -(-v // BLOCK)
-    blocks = (probs if v == nb * BLOCK else F.pad(probs, (0, nb * BLOCK - v))).view(b, nb, BLOCK)  # zero padding: never drawn
+    blocks = (probs if v == nb * BLOCK else F.pad(probs, (0, nb * BLOCK - v))).view(
+        b, nb, BLOCK
+    )  # zero padding: never drawn
     block_cdf = blocks.sum(-1).double().cumsum(-1)  # (B, nb): block sums in the probs' dtype, their cumsum in float64
     target = u * block_cdf[:, -1]  # (B,)
     bi = torch.searchsorted(block_cdf, target[:, None], right=True).squeeze(-1).clamp(max=nb - 1)  # (B,)
@@ -90,5 +101,7 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     inside = blocks[rows, bi].double()  # (B, BLOCK)
     before = torch.where(bi > 0, block_cdf[rows, (bi - 1).clamp(min=0)], torch.zeros_like(target))
     j = torch.searchsorted(inside.cumsum(-1), (target - before)[:, None], right=True).squeeze(-1)  # (B,)
-    last = torch.where(inside > 0, torch.arange(BLOCK, device=probs.device), -1).amax(-1)  # rounding past the block's end
+    last = torch.where(inside > 0, torch.arange(BLOCK, device=probs.device), -1).amax(
+        -1
+    )  # rounding past the block's end
     return bi * BLOCK + torch.minimum(j, last.clamp(min=0))

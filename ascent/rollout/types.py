@@ -83,7 +83,9 @@ class RolloutBatch:
         mean_lp = (self.sampled_logprobs * self.completion_mask).sum(-1) / lengths.clamp(min=1.0)
         return [
             {**f, "completion_tokens": int(n), "completion_logprob": float(lp), "finished": bool(fin), "group": int(g)}
-            for f, n, lp, fin, g in zip(self.fields, lengths.tolist(), mean_lp.tolist(), self.finished.tolist(), self.group_index.tolist())
+            for f, n, lp, fin, g in zip(
+                self.fields, lengths.tolist(), mean_lp.tolist(), self.finished.tolist(), self.group_index.tolist()
+            )
         ]
 
     def select(self, idx: torch.Tensor) -> "RolloutBatch":

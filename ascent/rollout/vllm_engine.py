@@ -80,10 +80,16 @@ def _param_versions(model: torch.nn.Module) -> tuple:
 class VLLMEngine:
     """Rollouts through vLLM; see the module docstring."""
 
-    def __init__(self, max_active_sequences: int = 0, gpu_memory_utilization: float | None = None, **llm_kwargs: Any) -> None:
+    def __init__(
+        self, max_active_sequences: int = 0, gpu_memory_utilization: float | None = None, **llm_kwargs: Any
+    ) -> None:
         self.max_active_sequences = max_active_sequences
         """vLLM's `max_num_seqs` (0: vLLM's default)."""
-        self.gpu_memory_utilization = gpu_memory_utilization if gpu_memory_utilization is not None else float(os.environ.get("ASCENT_VLLM_GPU_MEMORY_UTILIZATION", "0.3"))
+        self.gpu_memory_utilization = (
+            gpu_memory_utilization
+            if gpu_memory_utilization is not None
+            else float(os.environ.get("ASCENT_VLLM_GPU_MEMORY_UTILIZATION", "0.3"))
+        )
         """Share of the GPU vLLM may take (weights + KV cache); the learner needs the rest."""
         self.llm_kwargs = llm_kwargs
         """Extra `vllm.LLM` arguments (e.g. enforce_eager=True)."""
@@ -98,14 +104,23 @@ class VLLMEngine:
 
     def _build(self, model: torch.nn.Module) -> None:
         if type(model).__module__.startswith("peft"):
-            raise NotImplementedError("rollout.backend=vllm does not support LoRA (peft) policies yet; use rollout.backend=ascent")
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the model lives in this process: weights load without serialising
+            raise NotImplementedError(
+                "rollout.backend=vllm does not support LoRA (peft) policies yet; use rollout.backend=ascent"
+            )
+        os.environ.setdefault(
+            "VLLM_ENABLE_V1_MULTIPROCESSING", "0"
+        )  # the model lives in this process: weights load without serialising
         from vllm import LLM
 
         dtype = next(model.parameters()).dtype
         kwargs: dict[str, Any] = {
-            "skip_tokenizer_init": True, "dtype": {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "auto"),
-            "gpu_memory_utilization": self.gpu_memory_utilization, "seed": 0, "logprobs_mode": "processed_logprobs",
+            "skip_tokenizer_init": True,
+            "dtype": {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(
+                dtype, "auto"
+            ),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "seed": 0,
+            "logprobs_mode": "processed_logprobs",
         }
         if self.max_active_sequences:
             kwargs["max_num_seqs"] = self.max_active_sequences
@@ -169,10 +184,20 @@ class VLLMEngine:
             )
         if (s.top_k or s.top_p < 1.0) and s.temperature != 0 and not self._warned_truncation:
             self._warned_truncation = True
-            warnings.warn("rollout.backend=vllm with top_k/top_p: vLLM's sampled log-probs are those of the truncated distribution, not ascent's untruncated convention", stacklevel=3)
+            warnings.warn(
+                "rollout.backend=vllm with top_k/top_p: vLLM's sampled log-probs are those of the truncated distribution, not ascent's untruncated convention",
+                stacklevel=3,
+            )
 
     @torch.no_grad()
-    def generate(self, model: torch.nn.Module, prompt_ids: list[list[int]], n: int, s: SamplingSettings, generator: torch.Generator | None) -> Generation:
+    def generate(
+        self,
+        model: torch.nn.Module,
+        prompt_ids: list[list[int]],
+        n: int,
+        s: SamplingSettings,
+        generator: torch.Generator | None,
+    ) -> Generation:
         from vllm import SamplingParams
 
         try:
@@ -184,16 +209,27 @@ class VLLMEngine:
         self.sync(model)
         self._check_logprobs(s)
         greedy = s.temperature == 0
-        base = int(torch.randint(0, 2**31 - n * len(prompt_ids) - 1, (1,), generator=generator)) if generator is not None else None
+        base = (
+            int(torch.randint(0, 2**31 - n * len(prompt_ids) - 1, (1,), generator=generator))
+            if generator is not None
+            else None
+        )
         # greedy: one request per sample (n identical greedy samples); sampled: n children per prompt request
         # (vLLM seeds child i with seed + i, so seeds are spaced n apart)
         per_request = 1 if greedy else n
         prompts = [p for p in prompt_ids for _ in range(n)] if greedy else prompt_ids
         params = [
             SamplingParams(
-                n=per_request, temperature=s.temperature, top_p=s.top_p if not greedy else 1.0, top_k=s.top_k if (s.top_k > 0 and not greedy) else -1,
-                max_tokens=s.max_new_tokens, logprobs=0, seed=None if base is None else base + i * per_request,
-                ignore_eos=s.ignore_eos, stop_token_ids=[] if s.ignore_eos else [s.eos_id], detokenize=False,
+                n=per_request,
+                temperature=s.temperature,
+                top_p=s.top_p if not greedy else 1.0,
+                top_k=s.top_k if (s.top_k > 0 and not greedy) else -1,
+                max_tokens=s.max_new_tokens,
+                logprobs=0,
+                seed=None if base is None else base + i * per_request,
+                ignore_eos=s.ignore_eos,
+                stop_token_ids=[] if s.ignore_eos else [s.eos_id],
+                detokenize=False,
             )
             for i in range(len(prompts))
         ]
@@ -215,7 +251,9 @@ class VLLMEngine:
                     ids = ids[: ids.index(s.eos_id) + 1]
                     finished[row] = True
                 if c.logprobs is None or len(c.logprobs) < len(ids):
-                    raise RuntimeError(f"vLLM {vllm_version()} returned no log-prob for some sampled tokens (asked logprobs=0)")
+                    raise RuntimeError(
+                        f"vLLM {vllm_version()} returned no log-prob for some sampled tokens (asked logprobs=0)"
+                    )
                 lps = [_logprob_of(c.logprobs[t], tok) for t, tok in enumerate(ids)]
                 lengths[row] = len(ids)
                 if ids:

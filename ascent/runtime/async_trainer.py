@@ -50,7 +50,14 @@ from ascent.rewards.runner import RewardResult
 from ascent.rollout.types import RolloutBatch
 from ascent.runtime.partial import supports_partial, version_stats
 from ascent.runtime.pool import WorkerPool
-from ascent.runtime.worker import RewardSpec, RewardWorker, RolloutRequest, RolloutResult, RolloutWorker, trainable_state
+from ascent.runtime.worker import (
+    RewardSpec,
+    RewardWorker,
+    RolloutRequest,
+    RolloutResult,
+    RolloutWorker,
+    trainable_state,
+)
 from ascent.trainer.rl import RLParts, RLTrainer
 
 log = logging.getLogger(__name__)
@@ -68,7 +75,9 @@ class AsyncTrainer(RLTrainer):
         self.totals = dict(TOTALS)
         self.score_here = bool(parts.rewards.state_dict())  # rewards with state (e.g. trace) score in one place: here
         self.partial_tokens = cfg.ray.partial_rollout_tokens if self.K >= 2 else 0
-        self.segments: dict[int, tuple[int, int, bool]] = {}  # partial: request id -> (segments issued, last version, last one final)
+        self.segments: dict[
+            int, tuple[int, int, bool]
+        ] = {}  # partial: request id -> (segments issued, last version, last one final)
         self.pool: Optional[WorkerPool] = None
         self.weights: tuple[int, Any] = (-1, None)  # (version, ObjectRef of its trainable tensors)
         self._publish_s = 0.0  # seconds of the last ray.put of the weights
@@ -120,7 +129,14 @@ class AsyncTrainer(RLTrainer):
         self.row_counts[torch.tensor(req.indices, dtype=torch.long)] += 1
         self.totals["samples"] += len(batch)
         versions = version_stats(result.token_versions, self.step_count) if result.token_versions is not None else {}
-        self._step_log.append({"async/staleness": float(self.step_count - batch.policy_version), "async/request": float(req.id), **result.times, **versions})
+        self._step_log.append(
+            {
+                "async/staleness": float(self.step_count - batch.policy_version),
+                "async/request": float(req.id),
+                **result.times,
+                **versions,
+            }
+        )
         return batch, scores
 
     def async_metrics(self, update: dict[str, float]) -> dict[str, float]:
@@ -137,7 +153,16 @@ class AsyncTrainer(RLTrainer):
     def running_totals(self) -> dict[str, int]:
         """samples, dropped_stale, workers_replaced, requests_retried: since the run began (checkpoint + this pool)."""
         p = self.pool
-        live = {"workers_replaced": p.replaced, "requests_retried": p.retried, "reward_workers_replaced": p.scorers_replaced, "rewards_rescored": p.rescored} if p else {}
+        live = (
+            {
+                "workers_replaced": p.replaced,
+                "requests_retried": p.retried,
+                "reward_workers_replaced": p.scorers_replaced,
+                "rewards_rescored": p.rescored,
+            }
+            if p
+            else {}
+        )
         return {k: v + live.get(k, 0) for k, v in self.totals.items()}
 
     # -- requests and weights -------------------------------------------------------------------------
@@ -153,12 +178,21 @@ class AsyncTrainer(RLTrainer):
         while len(self.pending) < self.K + 1 and self.step_count + len(self.pending) < self.cfg.train.steps:
             self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step), ahead=len(self.pending)))
 
-    def issue(self, indices: list[int], request_id: Optional[int] = None, ahead: Optional[int] = None) -> RolloutRequest:
+    def issue(
+        self, indices: list[int], request_id: Optional[int] = None, ahead: Optional[int] = None
+    ) -> RolloutRequest:
         """A request for `indices` at the current version, sent to the pool. `ahead`: it is consumed that
         many steps after the current one (partial rollouts: its first segment; None: in one piece)."""
         if request_id is None:
             request_id, self.next_id = self.next_id, self.next_id + 1
-        req = RolloutRequest(request_id, list(indices), self.step_count, self.current_weights(), request_seed(self.cfg.seed, request_id), self.generator.get_state() if self.K == 0 else None)
+        req = RolloutRequest(
+            request_id,
+            list(indices),
+            self.step_count,
+            self.current_weights(),
+            request_seed(self.cfg.seed, request_id),
+            self.generator.get_state() if self.K == 0 else None,
+        )
         if self.partial_tokens and ahead is not None:
             self.segments.pop(request_id, None)
             self.advance(req, ahead)
@@ -174,7 +208,18 @@ class AsyncTrainer(RLTrainer):
             return
         final = ahead <= 1
         cap = None if final else self.partial_tokens
-        self.pool.submit(replace(req, version=self.step_count, weights=self.current_weights(), seed=segment_seed(req.seed, issued), rng_state=None, partial=True, segment=issued, max_tokens=cap))
+        self.pool.submit(
+            replace(
+                req,
+                version=self.step_count,
+                weights=self.current_weights(),
+                seed=segment_seed(req.seed, issued),
+                rng_state=None,
+                partial=True,
+                segment=issued,
+                max_tokens=cap,
+            )
+        )
         self.segments[req.id] = (issued + 1, self.step_count, final)
 
     def reissue(self, req: RolloutRequest) -> RolloutResult:
@@ -198,26 +243,58 @@ class AsyncTrainer(RLTrainer):
         if not ray.is_initialized():
             ray.init(address=r.address, include_dashboard=False)
             self._owns_ray = True
-        need, have = (r.rollout_workers + r.reward_workers) * r.num_cpus_per_worker, ray.cluster_resources().get("CPU", 0.0)
+        need, have = (
+            (r.rollout_workers + r.reward_workers) * r.num_cpus_per_worker,
+            ray.cluster_resources().get("CPU", 0.0),
+        )
         if need > have:
-            workers = f"(ray.rollout_workers={r.rollout_workers} + ray.reward_workers={r.reward_workers})" if r.reward_workers else f"ray.rollout_workers={r.rollout_workers}"
-            raise ValueError(f"{workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)")
+            workers = (
+                f"(ray.rollout_workers={r.rollout_workers} + ray.reward_workers={r.reward_workers})"
+                if r.reward_workers
+                else f"ray.rollout_workers={r.rollout_workers}"
+            )
+            raise ValueError(
+                f"{workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)"
+            )
         if r.rollout_workers > self.K + 1:
-            log.warning("ray.rollout_workers=%d but at most max_staleness + 1 = %d batches are in flight: %d workers stay idle", r.rollout_workers, self.K + 1, r.rollout_workers - self.K - 1)
+            log.warning(
+                "ray.rollout_workers=%d but at most max_staleness + 1 = %d batches are in flight: %d workers stay idle",
+                r.rollout_workers,
+                self.K + 1,
+                r.rollout_workers - self.K - 1,
+            )
         if self.partial_tokens and not supports_partial(self.collector):
-            raise ValueError(f"ray.partial_rollout_tokens={self.partial_tokens}: partial rollouts continue single-turn sequences, this task's collector is {type(self.collector).__name__}; set ray.partial_rollout_tokens=0")
+            raise ValueError(
+                f"ray.partial_rollout_tokens={self.partial_tokens}: partial rollouts continue single-turn sequences, this task's collector is {type(self.collector).__name__}; set ray.partial_rollout_tokens=0"
+            )
         scorers = r.reward_workers if not self.score_here else 0
         if r.reward_workers and self.score_here:
-            log.warning("ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, in the order batches are consumed", r.reward_workers, ", ".join(self.parts.rewards.state_dict()))
+            log.warning(
+                "ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, in the order batches are consumed",
+                r.reward_workers,
+                ", ".join(self.parts.rewards.state_dict()),
+            )
         spec = RewardSpec.of(self.parts.rewards)
         rollout_rewards = None if self.score_here or scorers else spec
-        self.pool = WorkerPool(actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker, self.cfg.malloc), r.rollout_workers, scorer_factory(spec, r.num_cpus_per_worker), scorers)
-        self.pending = deque(self.resubmit(req, k) for k, req in enumerate(self.pending))  # in flight at the checkpoint: sampled again
+        self.pool = WorkerPool(
+            actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker, self.cfg.malloc),
+            r.rollout_workers,
+            scorer_factory(spec, r.num_cpus_per_worker),
+            scorers,
+        )
+        self.pending = deque(
+            self.resubmit(req, k) for k, req in enumerate(self.pending)
+        )  # in flight at the checkpoint: sampled again
 
     def resubmit(self, req: RolloutRequest, ahead: int) -> RolloutRequest:
         """A request restored from a checkpoint, sent again with the resumed version's weights (partial
         rollouts: from its first segment; sequences carried over were not checkpointed)."""
-        req = replace(req, version=self.step_count, weights=self.current_weights(), rng_state=self.generator.get_state() if self.K == 0 else None)
+        req = replace(
+            req,
+            version=self.step_count,
+            weights=self.current_weights(),
+            rng_state=self.generator.get_state() if self.K == 0 else None,
+        )
         if self.partial_tokens:
             self.segments.pop(req.id, None)
             self.advance(req, ahead)
@@ -246,18 +323,35 @@ class AsyncTrainer(RLTrainer):
     def state_dict(self) -> dict[str, Any]:
         """`RLTrainer.state_dict` plus the requests in flight (rows, ids, seeds) and the sample ledger."""
         pending = [{"id": r.id, "indices": list(r.indices), "seed": r.seed} for r in self.pending]
-        return {**super().state_dict(), "async": {"pending": pending, "next_id": self.next_id, "row_counts": self.row_counts.clone(), "totals": self.running_totals()}}
+        return {
+            **super().state_dict(),
+            "async": {
+                "pending": pending,
+                "next_id": self.next_id,
+                "row_counts": self.row_counts.clone(),
+                "totals": self.running_totals(),
+            },
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         a = state.get("async")
         if a is None:  # written by runtime=local: nothing in flight, no ledger of the rows trained on so far
             return
-        self.pending = deque(RolloutRequest(p["id"], p["indices"], self.step_count, None, p["seed"]) for p in a["pending"])
+        self.pending = deque(
+            RolloutRequest(p["id"], p["indices"], self.step_count, None, p["seed"]) for p in a["pending"]
+        )
         self.next_id, self.row_counts, self.totals = a["next_id"], a["row_counts"].clone(), {**TOTALS, **a["totals"]}
 
 
-TOTALS = {"samples": 0, "dropped_stale": 0, "requests_retried": 0, "workers_replaced": 0, "reward_workers_replaced": 0, "rewards_rescored": 0}
+TOTALS = {
+    "samples": 0,
+    "dropped_stale": 0,
+    "requests_retried": 0,
+    "workers_replaced": 0,
+    "reward_workers_replaced": 0,
+    "rewards_rescored": 0,
+}
 """Running totals (async/ metrics, checkpointed): samples trained on, and fault counters."""
 
 
@@ -280,7 +374,9 @@ def segment_seed(seed: int, segment: int) -> int:
     return (seed + segment * 0x9E3779B97F4A7C15) % (2**63)
 
 
-def actor_factory(collector: Any, rewards: Optional[RewardSpec], num_cpus: float, malloc: str = "tuned") -> Callable[[int], Any]:
+def actor_factory(
+    collector: Any, rewards: Optional[RewardSpec], num_cpus: float, malloc: str = "tuned"
+) -> Callable[[int], Any]:
     """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once."""
     remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RolloutWorker)
     blob = ray.put(collector)

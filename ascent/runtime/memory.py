@@ -31,7 +31,11 @@ log = logging.getLogger(__name__)
 M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3  # glibc's mallopt parameters
 TUNED = {M_MMAP_THRESHOLD: 32 << 20, M_TRIM_THRESHOLD: 1 << 30, M_TOP_PAD: 64 << 20}
 MODES = ("tuned", "system")
-ENV = {M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_", M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_", M_TOP_PAD: "MALLOC_TOP_PAD_"}
+ENV = {
+    M_MMAP_THRESHOLD: "MALLOC_MMAP_THRESHOLD_",
+    M_TRIM_THRESHOLD: "MALLOC_TRIM_THRESHOLD_",
+    M_TOP_PAD: "MALLOC_TOP_PAD_",
+}
 """glibc's environment variables for the same parameters: the tuned settings for a child process."""
 
 

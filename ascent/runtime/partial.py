@@ -58,14 +58,30 @@ def start(collector: SingleTurnCollector, indices: list[int]) -> Carry:
     """An empty carry for the training rows `indices` (n empty sequences per prompt)."""
     prompt_ids = [collector.encoder(collector.rows[i]["prompt"]) for i in indices]
     total = len(indices) * collector.n
-    return Carry(list(indices), prompt_ids, [[] for _ in range(total)], [[] for _ in range(total)], [[] for _ in range(total)], [False] * total)
+    return Carry(
+        list(indices),
+        prompt_ids,
+        [[] for _ in range(total)],
+        [[] for _ in range(total)],
+        [[] for _ in range(total)],
+        [False] * total,
+    )
 
 
-def sample_segment(collector: SingleTurnCollector, carry: Carry, generator: torch.Generator, version: int, cap: Optional[int]) -> Carry:
+def sample_segment(
+    collector: SingleTurnCollector, carry: Carry, generator: torch.Generator, version: int, cap: Optional[int]
+) -> Carry:
     """Continue every open sequence of `carry` by at most `cap` tokens (None: to the end) with the
     collector's policy (holding `version`'s weights). Returns a new carry; the input is not changed."""
     s, n = collector.settings, collector.n
-    out = replace(carry, tokens=[list(t) for t in carry.tokens], logprobs=[list(x) for x in carry.logprobs], versions=[list(v) for v in carry.versions], finished=list(carry.finished), segments=carry.segments + 1)
+    out = replace(
+        carry,
+        tokens=[list(t) for t in carry.tokens],
+        logprobs=[list(x) for x in carry.logprobs],
+        versions=[list(v) for v in carry.versions],
+        finished=list(carry.finished),
+        segments=carry.segments + 1,
+    )
     todo = out.open(s.max_new_tokens)
     if not todo:
         return out
@@ -73,7 +89,9 @@ def sample_segment(collector: SingleTurnCollector, carry: Carry, generator: torc
     steps = max(room) if cap is None else min(cap, max(room))
     collector.policy.model.eval()
     if out.segments == 1:  # first segment: the grouped call (shared prefill) a one-piece rollout makes
-        gen = collector.engine.generate(collector.policy.model, out.prompt_ids, n, replace(s, max_new_tokens=steps), generator)
+        gen = collector.engine.generate(
+            collector.policy.model, out.prompt_ids, n, replace(s, max_new_tokens=steps), generator
+        )
     else:  # continuations: one sequence per "prompt", the prompt's ids followed by its own sampled ids
         ids = [out.prompt_ids[i // n] + out.tokens[i] for i in todo]
         gen = collector.engine.generate(collector.policy.model, ids, 1, replace(s, max_new_tokens=steps), generator)
@@ -91,17 +109,30 @@ def to_batch(collector: SingleTurnCollector, carry: Carry) -> tuple[RolloutBatch
     versions (N, T) long aligned with `input_ids` (-1 off the completion)."""
     s, n = collector.settings, collector.n
     total, width = len(carry.tokens), max(1, max(len(t) for t in carry.tokens))
-    gen = Generation(torch.full((total, width), s.pad_id, dtype=torch.long), torch.zeros((total, width)), torch.tensor([len(t) for t in carry.tokens], dtype=torch.long), torch.tensor(carry.finished, dtype=torch.bool))
+    gen = Generation(
+        torch.full((total, width), s.pad_id, dtype=torch.long),
+        torch.zeros((total, width)),
+        torch.tensor([len(t) for t in carry.tokens], dtype=torch.long),
+        torch.tensor(carry.finished, dtype=torch.bool),
+    )
     for i, (t, lp) in enumerate(zip(carry.tokens, carry.logprobs)):
         gen.tokens[i, : len(t)] = torch.tensor(t, dtype=torch.long)
         gen.logprobs[i, : len(lp)] = torch.tensor(lp, dtype=torch.float32)
     rows = [collector.rows[i] for i in carry.indices]
     fields = [{k: v for k, v in r.items() if k != "prompt"} for r in rows]
-    batch = assemble([r["prompt"] for r in rows], carry.prompt_ids, fields, gen, n, collector.policy.tokenizer, row_indices=carry.indices)
+    batch = assemble(
+        [r["prompt"] for r in rows],
+        carry.prompt_ids,
+        fields,
+        gen,
+        n,
+        collector.policy.tokenizer,
+        row_indices=carry.indices,
+    )
     versions = torch.full(batch.input_ids.shape, -1, dtype=torch.long)  # (N, T)
     for i, v in enumerate(carry.versions):
         start_col = len(carry.prompt_ids[i // n])
-        versions[i, start_col: start_col + len(v)] = torch.tensor(v, dtype=torch.long)
+        versions[i, start_col : start_col + len(v)] = torch.tensor(v, dtype=torch.long)
     batch.policy_version = min((min(v) for v in carry.versions if v), default=0)
     return batch, versions
 
@@ -117,7 +148,10 @@ def version_stats(token_versions: torch.Tensor, learner_version: int) -> dict[st
     sampled = token_versions >= 0  # (N, T)
     distinct = [len(set(row[m].tolist())) for row, m in zip(token_versions, sampled)]
     stale = (learner_version - token_versions)[sampled].float()
-    return {"async/versions_per_sample_mean": sum(distinct) / max(len(distinct), 1), "async/token_staleness_mean": float(stale.mean()) if len(stale) else 0.0}
+    return {
+        "async/versions_per_sample_mean": sum(distinct) / max(len(distinct), 1),
+        "async/token_staleness_mean": float(stale.mean()) if len(stale) else 0.0,
+    }
 
 
 def supports_partial(collector: Any) -> bool:

@@ -90,7 +90,9 @@ def table(m: Measurements, max_staleness: Optional[int] = None) -> list[Row]:
     smallest K at which the staleness window does not bind, or at the given K."""
     need = workers_needed(m)
     counts = sorted({min(2**i, need) for i in range(need.bit_length() + 1)} | {need})
-    return [row(m, 1, 0)] + [row(m, n, staleness_needed(m, n) if max_staleness is None else max_staleness) for n in counts]
+    return [row(m, 1, 0)] + [
+        row(m, n, staleness_needed(m, n) if max_staleness is None else max_staleness) for n in counts
+    ]
 
 
 def staleness_needed(m: Measurements, workers: int) -> int:
@@ -119,7 +121,9 @@ def measure(run_dir: Path) -> dict[str, float]:
     return out
 
 
-def plan_command(run_dir: Optional[str], overrides: dict[str, Optional[float]], max_staleness: Optional[int], as_json: bool) -> int:
+def plan_command(
+    run_dir: Optional[str], overrides: dict[str, Optional[float]], max_staleness: Optional[int], as_json: bool
+) -> int:
     """`ascent plan`: measurements from RUN_DIR and/or flags -> the model's answer, printed with its assumptions."""
     from ascent.config.loader import ConfigError, config_from_dict
 
@@ -134,13 +138,30 @@ def plan_command(run_dir: Optional[str], overrides: dict[str, Optional[float]], 
     found.setdefault("sync_s", 0.0)
     missing = [k for k in ("samples_per_step", "worker_batch_s", "learner_step_s") if k not in found]
     if missing:
-        raise ConfigError(f"ascent plan needs {', '.join(missing)}: give a run directory (its metrics.jsonl) or --{missing[0].replace('_', '-')}")
+        raise ConfigError(
+            f"ascent plan needs {', '.join(missing)}: give a run directory (its metrics.jsonl) or --{missing[0].replace('_', '-')}"
+        )
     if found["learner_step_s"] <= 0:
         raise ConfigError("the learner step time must be > 0")
-    m = Measurements(int(found["samples_per_step"]), float(found["worker_batch_s"]), float(found["learner_step_s"]), float(found["sync_s"]))
+    m = Measurements(
+        int(found["samples_per_step"]),
+        float(found["worker_batch_s"]),
+        float(found["learner_step_s"]),
+        float(found["sync_s"]),
+    )
     rows = table(m, max_staleness)
     if as_json:
-        print(json.dumps({"measurements": asdict(m), "workers_needed": workers_needed(m), "rows": [asdict(r) for r in rows], "assumptions": ASSUMPTIONS}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "measurements": asdict(m),
+                    "workers_needed": workers_needed(m),
+                    "rows": [asdict(r) for r in rows],
+                    "assumptions": ASSUMPTIONS,
+                },
+                indent=1,
+            )
+        )
         return 0
     print(report(m, rows, max_staleness))
     return 0
@@ -157,8 +178,13 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
         "",
         f"{'workers':>8} {'K':>4} {'step s':>9} {'samples/s':>10} {'learner busy':>13}",
     ]
-    lines += [f"{r.workers:>8} {r.max_staleness:>4} {r.step_s:>9.3f} {r.samples_per_s:>10.1f} {r.learner_busy:>12.0%}" for r in rows]
+    lines += [
+        f"{r.workers:>8} {r.max_staleness:>4} {r.step_s:>9.3f} {r.samples_per_s:>10.1f} {r.learner_busy:>12.0%}"
+        for r in rows
+    ]
     if max_staleness is not None and need > max_staleness:
-        lines.append(f"with ray.max_staleness={max_staleness} the staleness window binds: step >= {step_seconds(m, need, max_staleness):.3f} s whatever the workers")
+        lines.append(
+            f"with ray.max_staleness={max_staleness} the staleness window binds: step >= {step_seconds(m, need, max_staleness):.3f} s whatever the workers"
+        )
     lines += ["", "assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return "\n".join(lines)

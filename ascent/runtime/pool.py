@@ -50,7 +50,13 @@ class WorkerPool:
     """`size` rollout workers made by `make_actor(index)` and `scorers` reward workers made by
     `make_scorer(index)`; `submit` requests, `result(id)` their (scored) batches."""
 
-    def __init__(self, make_actor: Callable[[int], Any], size: int, make_scorer: Optional[Callable[[int], Any]] = None, scorers: int = 0) -> None:
+    def __init__(
+        self,
+        make_actor: Callable[[int], Any],
+        size: int,
+        make_scorer: Optional[Callable[[int], Any]] = None,
+        scorers: int = 0,
+    ) -> None:
         self.make_actor, self.make_scorer = make_actor, make_scorer
         self.workers = [make_actor(i) for i in range(size)]
         self.scorers = [make_scorer(j) for j in range(scorers)] if make_scorer else []
@@ -104,7 +110,11 @@ class WorkerPool:
         return j, self.scorers[j], self.scorers[j].score.remote(ref)
 
     def outstanding(self, request_id: int) -> bool:
-        return request_id in self.done or any(r.id == request_id for r in self.queue) or any(c.req.id == request_id for c in self.busy.values())
+        return (
+            request_id in self.done
+            or any(r.id == request_id for r in self.queue)
+            or any(c.req.id == request_id for c in self.busy.values())
+        )
 
     def result(self, request_id: int) -> RolloutResult:
         """Block until request `request_id`'s batch is finished (and scored, with reward workers), collecting
@@ -113,7 +123,9 @@ class WorkerPool:
             raise KeyError(f"request {request_id} was never submitted (or its result was already taken)")
         while request_id not in self.done:
             if not self.busy:
-                raise RuntimeError(f"request {request_id} is unfinished and nothing is running: its next segment was never submitted")
+                raise RuntimeError(
+                    f"request {request_id} is unfinished and nothing is running: its next segment was never submitted"
+                )
             ready, _ = ray.wait([c.ref for c in self.busy.values()], num_returns=1)
             self.collect_ready(ready)
             self.dispatch()
@@ -135,8 +147,16 @@ class WorkerPool:
         except RayActorError as err:
             req.attempts += 1
             if req.attempts >= MAX_ATTEMPTS:
-                raise RuntimeError(f"rollout request {req.id} lost its worker {req.attempts} times; last error: {err}") from err
-            log.warning("rollout worker %d died (%s); replacing it and re-requesting batch %d (segment %d)", i, type(err).__name__, req.id, req.segment)
+                raise RuntimeError(
+                    f"rollout request {req.id} lost its worker {req.attempts} times; last error: {err}"
+                ) from err
+            log.warning(
+                "rollout worker %d died (%s); replacing it and re-requesting batch %d (segment %d)",
+                i,
+                type(err).__name__,
+                req.id,
+                req.segment,
+            )
             self.workers[i] = self.make_actor(i)
             self.replaced += 1
             self.retried += 1
@@ -157,16 +177,28 @@ class WorkerPool:
                 break
             except RayActorError as err:
                 if attempt == MAX_ATTEMPTS:
-                    raise RuntimeError(f"scoring of batch {call.req.id} lost its reward worker {attempt} times; last error: {err}") from err
+                    raise RuntimeError(
+                        f"scoring of batch {call.req.id} lost its reward worker {attempt} times; last error: {err}"
+                    ) from err
                 if self.scorers[j] is handle:  # not replaced yet (several calls may have met the same death)
-                    log.warning("reward worker %d died (%s); replacing it and scoring batch %d again", j, type(err).__name__, call.req.id)
+                    log.warning(
+                        "reward worker %d died (%s); replacing it and scoring batch %d again",
+                        j,
+                        type(err).__name__,
+                        call.req.id,
+                    )
                     self.scorers[j] = self.make_scorer(j)
                     self.scorers_replaced += 1
                 self.rescored += 1
                 j, handle, ref = self.score(call.ref)
         if out is None:  # the rollout worker scored it (rewards given to both): keep its scores
             return result
-        return replace(result, scores=out.scores, reward_errors=out.reward_errors, times={**result.times, "async/worker_reward_s": out.reward_s})
+        return replace(
+            result,
+            scores=out.scores,
+            reward_errors=out.reward_errors,
+            times={**result.times, "async/worker_reward_s": out.reward_s},
+        )
 
     def shutdown(self) -> None:
         """Kill every worker (their in-flight work is abandoned)."""

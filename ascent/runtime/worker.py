@@ -126,7 +126,7 @@ def absolute_file_spec(spec: str) -> str:
     target, sep, _ = name.rpartition(":")
     if not sep or not target.endswith(".py") or Path(target).is_absolute():
         return spec
-    return str(Path(target).resolve()) + spec[len(target):]
+    return str(Path(target).resolve()) + spec[len(target) :]
 
 
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -147,7 +147,9 @@ def request_generator(req: RolloutRequest) -> torch.Generator:
 class RolloutWorker:
     """Samples and scores requested batches with its own copy of the policy."""
 
-    def __init__(self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1, malloc: str = "tuned") -> None:
+    def __init__(
+        self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1, malloc: str = "tuned"
+    ) -> None:
         torch.set_num_threads(max(1, threads))
         tune_malloc(malloc)
         self.collector = collector
@@ -167,7 +169,9 @@ class RolloutWorker:
             weights = ray.get(weights)
         _, unexpected = self.collector.policy.model.load_state_dict(weights, strict=False)  # trainable tensors only
         if unexpected:
-            raise RuntimeError(f"rollout worker: weights of version {req.version} do not fit the policy (unexpected {sorted(unexpected)[:5]})")
+            raise RuntimeError(
+                f"rollout worker: weights of version {req.version} do not fit the policy (unexpected {sorted(unexpected)[:5]})"
+            )
         self.version = req.version
         return time.perf_counter() - t0
 
@@ -178,9 +182,15 @@ class RolloutWorker:
         t0 = time.perf_counter()
         carry, versions = None, None
         if req.partial:
-            carry = sample_segment(self.collector, req.carry or start(self.collector, req.indices), gen, req.version, req.max_tokens)
+            carry = sample_segment(
+                self.collector, req.carry or start(self.collector, req.indices), gen, req.version, req.max_tokens
+            )
             carry.rollout_s += time.perf_counter() - t0
-            batch, versions = to_batch(self.collector, carry) if not carry.open(self.collector.settings.max_new_tokens) else (None, None)
+            batch, versions = (
+                to_batch(self.collector, carry)
+                if not carry.open(self.collector.settings.max_new_tokens)
+                else (None, None)
+            )
         else:
             batch = self.collector.collect(req.indices, gen)
             batch.policy_version = req.version
@@ -188,8 +198,21 @@ class RolloutWorker:
         scores, errors = None, []
         if self.rewards is not None and batch is not None:
             scores, errors = score_batch(self.rewards, batch)
-        times = {"async/worker_sync_s": sync_s, "async/worker_rollout_s": carry.rollout_s if carry else t1 - t0, "async/worker_reward_s": time.perf_counter() - t1}
-        return RolloutResult(req.id, batch, scores, errors, gen.get_state() if req.rng_state is not None else None, times, None if batch is not None else carry, versions)
+        times = {
+            "async/worker_sync_s": sync_s,
+            "async/worker_rollout_s": carry.rollout_s if carry else t1 - t0,
+            "async/worker_reward_s": time.perf_counter() - t1,
+        }
+        return RolloutResult(
+            req.id,
+            batch,
+            scores,
+            errors,
+            gen.get_state() if req.rng_state is not None else None,
+            times,
+            None if batch is not None else carry,
+            versions,
+        )
 
     def ping(self) -> int:
         """The loaded policy version (health check)."""

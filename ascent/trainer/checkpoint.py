@@ -68,7 +68,9 @@ def load_weights(model: torch.nn.Module, folder: Path) -> None:
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {k for k in missing if k.endswith("lm_head.weight")}
     if set(missing) - tied or unexpected:
-        raise RuntimeError(f"checkpoint {folder} does not fit the model: missing {sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}")
+        raise RuntimeError(
+            f"checkpoint {folder} does not fit the model: missing {sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}"
+        )
 
 
 class Checkpointer:

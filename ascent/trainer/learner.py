@@ -89,19 +89,39 @@ class Learner:
     def logprobs(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
         """Teacher-forced log-probs (N, T) in micro-batches, without grad."""
         m = self.micro_batch_size
-        parts = [self.token_logprobs(model, batch.input_ids[i: i + m], batch.attention_mask[i: i + m], batch.completion_mask[i: i + m], batch.group_index[i: i + m]) for i in range(0, len(batch), m)]
+        parts = [
+            self.token_logprobs(
+                model,
+                batch.input_ids[i : i + m],
+                batch.attention_mask[i : i + m],
+                batch.completion_mask[i : i + m],
+                batch.group_index[i : i + m],
+            )
+            for i in range(0, len(batch), m)
+        ]
         return torch.cat(parts)
 
-    def token_logprobs(self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_mask: torch.Tensor, prompt_group: torch.Tensor) -> torch.Tensor:
+    def token_logprobs(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        completion_mask: torch.Tensor,
+        prompt_group: torch.Tensor,
+    ) -> torch.Tensor:
         """(n, T) teacher-forced log-probs of the completion tokens: each shared prompt forwarded once when
         `shared_prefix` is on and the model and rows allow it, else the plain forward over every row."""
         if self.shared_prefix and supports_shared_prefix(model):
-            lp = shared_prefix_logprobs(model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature)
+            lp = shared_prefix_logprobs(
+                model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature
+            )
             if lp is not None:
                 return lp
         return token_logprobs(model, input_ids, attention_mask, self.temperature)
 
-    def update(self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None) -> dict[str, float]:
+    def update(
+        self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None
+    ) -> dict[str, float]:
         """All optimizer steps for one rollout batch. advantages: (N, T); valid: (N,) usable rewards;
         rewards (N,): for losses and piece states that need them."""
         self.policy.model.train()
@@ -111,7 +131,9 @@ class Learner:
         seq = self.sequence_inputs(batch, valid, rewards)
         metrics: dict[str, float] = {}
         if old is not None:
-            metrics["rollout/logprob_mismatch"] = float(((old - batch.sampled_logprobs).abs() * batch.completion_mask).max())
+            metrics["rollout/logprob_mismatch"] = float(
+                ((old - batch.sampled_logprobs).abs() * batch.completion_mask).max()
+            )
         for state in self.states:
             state.begin_update(batch, rewards, valid, mask)
         bounds = self.mini_batch_bounds(batch)
@@ -129,7 +151,9 @@ class Learner:
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
         return metrics
 
-    def sequence_inputs(self, batch: RolloutBatch, valid: torch.Tensor, rewards: Optional[torch.Tensor]) -> dict[str, torch.Tensor]:
+    def sequence_inputs(
+        self, batch: RolloutBatch, valid: torch.Tensor, rewards: Optional[torch.Tensor]
+    ) -> dict[str, torch.Tensor]:
         """The per-sequence (N,) loss inputs: rewards (0 where invalid) and group_index when the loss requires
         them, and what the pieces' states add (`PieceState.sequence_inputs`)."""
         seq: dict[str, torch.Tensor] = {}
@@ -152,7 +176,9 @@ class Learner:
         starts = group_starts(batch.group_index)
         groups = len(starts) - 1
         if groups < parts:
-            raise ValueError(f"loss {self.algo.loss!r} needs whole groups per mini-batch, but {groups} groups cannot fill algorithm.mini_batches={parts}; lower mini_batches or raise train.prompts_per_step")
+            raise ValueError(
+                f"loss {self.algo.loss!r} needs whole groups per mini-batch, but {groups} groups cannot fill algorithm.mini_batches={parts}; lower mini_batches or raise train.prompts_per_step"
+            )
         return [starts[round(i * groups / parts)] for i in range(parts + 1)]
 
     def micro_batches(self, batch: RolloutBatch, rows: slice) -> list[torch.Tensor]:
@@ -162,7 +188,7 @@ class Learner:
         idx = torch.arange(len(batch))[rows]
         m = self.micro_batch_size
         if "groups" not in self.requires:
-            return [idx[s: s + m] for s in range(0, len(idx), m)]
+            return [idx[s : s + m] for s in range(0, len(idx), m)]
         starts = group_starts(batch.group_index[idx])
         spans, first = [], 0
         for a, b in zip(starts[:-1], starts[1:]):  # the group's rows are [a, b)
@@ -172,14 +198,32 @@ class Learner:
         spans.append((first, starts[-1]))
         return [idx[a:b] for a, b in spans]
 
-    def optimizer_step(self, batch: RolloutBatch, adv: torch.Tensor, mask: torch.Tensor, old: torch.Tensor | None, rows: slice, seq: Optional[dict[str, torch.Tensor]] = None) -> dict[str, float]:
+    def optimizer_step(
+        self,
+        batch: RolloutBatch,
+        adv: torch.Tensor,
+        mask: torch.Tensor,
+        old: torch.Tensor | None,
+        rows: slice,
+        seq: Optional[dict[str, torch.Tensor]] = None,
+    ) -> dict[str, float]:
         """One optimizer step on rows `rows`, accumulated over micro-batches; skipped on a NaN/inf loss."""
         seq = seq or {}
         num_tokens, num_seqs = float(mask[rows].sum()), float(mask[rows].shape[0])
         metrics: dict[str, float] = {}
         for sub in self.micro_batches(batch, rows):
             width = int(batch.attention_mask[sub].sum(-1).max())
-            mb = MicroBatch(batch.input_ids[sub, :width], batch.attention_mask[sub, :width], mask[sub, :width], adv[sub, :width], None if old is None else old[sub, :width], batch.sampled_logprobs[sub, :width], batch.completion_mask[sub, :width], batch.group_index[sub], {k: v[sub] for k, v in seq.items()})
+            mb = MicroBatch(
+                batch.input_ids[sub, :width],
+                batch.attention_mask[sub, :width],
+                mask[sub, :width],
+                adv[sub, :width],
+                None if old is None else old[sub, :width],
+                batch.sampled_logprobs[sub, :width],
+                batch.completion_mask[sub, :width],
+                batch.group_index[sub],
+                {k: v[sub] for k, v in seq.items()},
+            )
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:
                 metrics["rollout/logprob_mismatch"] = max(metrics.get("rollout/logprob_mismatch", 0.0), mismatch)
@@ -193,7 +237,9 @@ class Learner:
         metrics.update({"loss/grad_norm": norm, "loss/skipped": float(not stepped)})
         return metrics
 
-    def micro_loss(self, mb: MicroBatch, num_tokens: float, num_seqs: float) -> tuple[torch.Tensor, dict[str, float], float | None]:
+    def micro_loss(
+        self, mb: MicroBatch, num_tokens: float, num_seqs: float
+    ) -> tuple[torch.Tensor, dict[str, float], float | None]:
         """The registered loss on one micro-batch, normalised by the whole mini-batch's counts; also the
         max |learner - sampler| log-prob gap when this pass is the pre-update one (on-policy single step)."""
         full = None
@@ -201,17 +247,43 @@ class Learner:
             full = full_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
             logp = full.gather(-1, mb.input_ids.unsqueeze(-1)).squeeze(-1)  # (n, T); 0 at t=0 like token_logprobs
         else:
-            logp = self.token_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group)  # (n, T)
+            logp = self.token_logprobs(
+                self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
+            )  # (n, T)
         with torch.no_grad():
-            ref = self.token_logprobs(self.reference, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group) if self.reference is not None else None
-            extra = {k: v for state in self.states for k, v in state.token_inputs(mb.input_ids, mb.attention_mask).items()}
+            ref = (
+                self.token_logprobs(
+                    self.reference, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
+                )
+                if self.reference is not None
+                else None
+            )
+            extra = {
+                k: v for state in self.states for k, v in state.token_inputs(mb.input_ids, mb.attention_mask).items()
+            }
         old = mb.old_logprobs if mb.old_logprobs is not None else logp.detach()
-        inp = LossInput(logprobs=logp, old_logprobs=old, advantages=mb.advantages, mask=mb.mask, num_tokens=num_tokens, num_seqs=num_seqs, norm_length=float(self.norm_length), ref_logprobs=ref, sampled_logprobs=mb.sampled_logprobs,
-                        logits=full, **mb.sequence, **extra)
+        inp = LossInput(
+            logprobs=logp,
+            old_logprobs=old,
+            advantages=mb.advantages,
+            mask=mb.mask,
+            num_tokens=num_tokens,
+            num_seqs=num_seqs,
+            norm_length=float(self.norm_length),
+            ref_logprobs=ref,
+            sampled_logprobs=mb.sampled_logprobs,
+            logits=full,
+            **mb.sequence,
+            **extra,
+        )
         loss, metrics = self.loss_fn(inp, self.algo)
         if self.algo.tis_cap is not None:  # the truncated importance weights the ratio-based losses applied
             metrics["loss/tis_weight_mean"] = float(masked_mean(tis_weight(inp, self.algo), mb.mask))
-        mismatch = None if mb.old_logprobs is not None else float(((old - mb.sampled_logprobs).abs() * mb.completion_mask).max())
+        mismatch = (
+            None
+            if mb.old_logprobs is not None
+            else float(((old - mb.sampled_logprobs).abs() * mb.completion_mask).max())
+        )
         return loss, metrics, mismatch
 
     def state_dict(self) -> dict:

@@ -38,12 +38,16 @@ def lr_factor(step: int, total: int, cfg: OptimConfig) -> float:
     return cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * shape
 
 
-def make_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+def make_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A LambdaLR following `lr_factor`."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, total_steps, cfg))
 
 
-def clip_and_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler, grad_clip: float) -> tuple[float, bool]:
+def clip_and_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler, grad_clip: float
+) -> tuple[float, bool]:
     """Clip the global grad norm, then step if it is finite. Returns (grad norm, stepped)."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))

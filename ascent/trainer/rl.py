@@ -65,7 +65,9 @@ class RLTrainer:
         self.step_count, self.bad_steps = 0, 0
         self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with a refilling filter)
         self._prepared = False
-        self.collector = parts.collector or SingleTurnCollector(parts.policy, parts.rows, parts.encoder, parts.engine, parts.settings, cfg.rollout.samples_per_prompt)
+        self.collector = parts.collector or SingleTurnCollector(
+            parts.policy, parts.rows, parts.encoder, parts.engine, parts.settings, cfg.rollout.samples_per_prompt
+        )
 
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
@@ -78,7 +80,13 @@ class RLTrainer:
         self.check_update(update)
         t2 = time.perf_counter()
         self.step_count += 1
-        times = {"time/rollout": self._rollout_s, "time/reward": t1 - t0 - self._rollout_s, "time/update": t2 - t1, "time/step": t2 - t0, "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9)}
+        times = {
+            "time/rollout": self._rollout_s,
+            "time/reward": t1 - t0 - self._rollout_s,
+            "time/update": t2 - t1,
+            "time/step": t2 - t0,
+            "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9),
+        }
         return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **filtering, **update, **times}
 
     def prepare(self) -> None:
@@ -132,7 +140,11 @@ class RLTrainer:
                 break
             rounds += 1
             batch, scores = self.refill(want - kept)
-        stats = {"rollout/dynamic_dropped_groups": float(dropped), "rollout/dynamic_refill_rounds": float(rounds), "rollout/dynamic_kept_groups": float(kept)}
+        stats = {
+            "rollout/dynamic_dropped_groups": float(dropped),
+            "rollout/dynamic_refill_rounds": float(rounds),
+            "rollout/dynamic_kept_groups": float(kept),
+        }
         if not kept_b:  # nothing kept at all: train on the last batch
             return batch, scores, stats
         return concat_batches(kept_b), concat_results(kept_s), stats
@@ -146,14 +158,22 @@ class RLTrainer:
     def check_rewards(self, scores: RewardResult, errors: list[str]) -> None:
         if not bool(scores.valid.any()):
             last = errors[-1] if errors else "every reward returned None (no opinion)"
-            raise TrainingError(f"step {self.step_count + 1}: every sample's reward failed ({last}); fix the reward function (see the traceback above) and resume with --resume")
+            raise TrainingError(
+                f"step {self.step_count + 1}: every sample's reward failed ({last}); fix the reward function (see the traceback above) and resume with --resume"
+            )
 
     def check_update(self, update: dict[str, float]) -> None:
         if update.get("loss/skipped_steps", 0.0) > 0:
             self.bad_steps += 1
-            log.warning("step %d: non-finite loss or gradient, update skipped (%d in a row)", self.step_count + 1, self.bad_steps)
+            log.warning(
+                "step %d: non-finite loss or gradient, update skipped (%d in a row)",
+                self.step_count + 1,
+                self.bad_steps,
+            )
             if self.bad_steps >= self.cfg.train.max_bad_steps:
-                raise TrainingError(f"{self.bad_steps} steps in a row had a NaN/inf loss (train.max_bad_steps={self.cfg.train.max_bad_steps}); lower train.optim.lr or check the rewards")
+                raise TrainingError(
+                    f"{self.bad_steps} steps in a row had a NaN/inf loss (train.max_bad_steps={self.cfg.train.max_bad_steps}); lower train.optim.lr or check the rewards"
+                )
         else:
             self.bad_steps = 0
 
@@ -166,8 +186,16 @@ class RLTrainer:
 
     def state_dict(self) -> dict[str, Any]:
         pieces = {kind: state.state_dict() for kind, state in self.states.items()}
-        return {"step": self.step_count, "bad_steps": self.bad_steps, "sampler": self.sampler.state_dict(), "generator": self.generator.get_state(), "learner": self.learner.state_dict(), "rng": rng_state(),
-                "pieces": pieces, "rewards": self.parts.rewards.state_dict()}
+        return {
+            "step": self.step_count,
+            "bad_steps": self.bad_steps,
+            "sampler": self.sampler.state_dict(),
+            "generator": self.generator.get_state(),
+            "learner": self.learner.state_dict(),
+            "rng": rng_state(),
+            "pieces": pieces,
+            "rewards": self.parts.rewards.state_dict(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count, self.bad_steps = state["step"], state["bad_steps"]
@@ -186,7 +214,12 @@ def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput
     structure of agent batches: turn_index, turn_rewards, turn_kind, turn_prefix), `logprobs` (N, T)
     sampled log-probs, `components` (N, K) each reward's value, `finished` (N,) bool, and `task_index`
     (N,) long when rows carry a `task` field."""
-    extras = {**batch.extras, "logprobs": batch.sampled_logprobs, "components": scores.components, "finished": batch.finished}
+    extras = {
+        **batch.extras,
+        "logprobs": batch.sampled_logprobs,
+        "components": scores.components,
+        "finished": batch.finished,
+    }
     tasks = [f.get("task") for f in batch.fields]
     if all(t is not None for t in tasks):
         names = sorted({str(t) for t in tasks})
@@ -201,7 +234,10 @@ def select_result(scores: RewardResult, rows: torch.Tensor) -> RewardResult:
 def reward_stats(scores: RewardResult, batch: RolloutBatch) -> dict[str, float]:
     """reward/mean, reward/std and the share of groups whose rewards are all equal (no signal)."""
     r, valid = scores.rewards, scores.valid
-    out = {"reward/mean": float(r[valid].mean()) if valid.any() else float("nan"), "reward/std": float(r[valid].std()) if valid.sum() > 1 else 0.0}
+    out = {
+        "reward/mean": float(r[valid].mean()) if valid.any() else float("nan"),
+        "reward/std": float(r[valid].std()) if valid.sum() > 1 else 0.0,
+    }
     groups = batch.group_index
     flat = 0
     for g in torch.unique(groups):

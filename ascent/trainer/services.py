@@ -32,18 +32,22 @@ class RunServices:
         return len(self.parts.rows)
 
     @torch.no_grad()
-    def sample_and_score(self, model: torch.nn.Module, rows: list[int], k: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_and_score(
+        self, model: torch.nn.Module, rows: list[int], k: int, generator: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(rewards, valid), (len(rows), k) each, eval.batch_size prompts at a time, one generator throughout."""
         parts, chunk = self.parts, self.cfg.eval.batch_size
         model.eval()
         rewards, valid = [], []
         for start in range(0, len(rows), chunk):
-            indices = rows[start: start + chunk]
+            indices = rows[start : start + chunk]
             data = [parts.rows[i] for i in indices]
             ids = [parts.encoder(r["prompt"]) for r in data]
             gen = parts.engine.generate(model, ids, k, parts.settings, generator)
             fields = [{key: v for key, v in r.items() if key != "prompt"} for r in data]
-            batch = assemble([r["prompt"] for r in data], ids, fields, gen, k, parts.policy.tokenizer, row_indices=indices)
+            batch = assemble(
+                [r["prompt"] for r in data], ids, fields, gen, k, parts.policy.tokenizer, row_indices=indices
+            )
             scores = parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
             rewards.append(scores.rewards.reshape(len(indices), k))
             valid.append(scores.valid.reshape(len(indices), k))
@@ -63,5 +67,7 @@ class RunServices:
     def load_frozen(self, path: str) -> torch.nn.Module:
         return load_frozen_model(path, self.parts.policy)
 
-    def full_logprobs(self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def full_logprobs(
+        self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
         return full_logprobs(model, input_ids, attention_mask, self.learner.temperature)

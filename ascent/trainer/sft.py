@@ -24,7 +24,9 @@ from ascent.tasks.base import Teacher
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
 
-def demonstration_batch(rows: list[dict[str, Any]], teacher: Teacher, encoder: PromptEncoder, rng: random.Random, tokenizer) -> RolloutBatch:
+def demonstration_batch(
+    rows: list[dict[str, Any]], teacher: Teacher, encoder: PromptEncoder, rng: random.Random, tokenizer
+) -> RolloutBatch:
     """Prompts + the teacher's completions as a RolloutBatch (completion_mask marks the imitated tokens)."""
     prompt_ids = [encoder(r["prompt"]) for r in rows]
     completions = [encoder.completion(teacher(r, rng)) for r in rows]
@@ -32,7 +34,12 @@ def demonstration_batch(rows: list[dict[str, Any]], teacher: Teacher, encoder: P
     tokens = torch.full((len(rows), width), tokenizer.pad_token_id or 0, dtype=torch.long)
     for i, c in enumerate(completions):
         tokens[i, : len(c)] = torch.tensor(c)
-    gen = Generation(tokens=tokens, logprobs=torch.zeros(tokens.shape), lengths=torch.tensor([len(c) for c in completions]), finished=torch.ones(len(rows), dtype=torch.bool))
+    gen = Generation(
+        tokens=tokens,
+        logprobs=torch.zeros(tokens.shape),
+        lengths=torch.tensor([len(c) for c in completions]),
+        finished=torch.ones(len(rows), dtype=torch.bool),
+    )
     return assemble([r["prompt"] for r in rows], prompt_ids, [{} for _ in rows], gen, 1, tokenizer)
 
 
@@ -53,7 +60,7 @@ def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tupl
     order = torch.argsort(lengths, descending=True, stable=True)
     total = 0.0
     for i in range(0, len(batch), micro_batch_size):
-        sl = order[i: i + micro_batch_size]
+        sl = order[i : i + micro_batch_size]
         width = int(lengths[sl].max())
         logp = token_logprobs(policy.model, batch.input_ids[sl, :width], batch.attention_mask[sl, :width])  # (n, width)
         loss = aggregate(-logp, batch.completion_mask[sl, :width], "token-mean", num_tokens=num_tokens)
@@ -78,7 +85,12 @@ class SFTRun:
     micro_batch_size: int
     seed: int
 
-    def run(self, on_step: Callable[[int, dict[str, float]], None], evaluate: Optional[Callable[[], dict[str, float]]] = None, eval_every: int = 0) -> None:
+    def run(
+        self,
+        on_step: Callable[[int, dict[str, float]], None],
+        evaluate: Optional[Callable[[], dict[str, float]]] = None,
+        eval_every: int = 0,
+    ) -> None:
         """Train; call on_step(step, metrics) after each step (with eval/ metrics every `eval_every`)."""
         sampler, rng = RowSampler(len(self.rows), self.seed), random.Random(self.seed)
         optimizer = make_optimizer(self.policy.model, self.optim)
@@ -90,7 +102,11 @@ class SFTRun:
             if not finite:
                 optimizer.zero_grad(set_to_none=True)
             lr = scheduler.get_last_lr()[0]
-            norm, stepped = clip_and_step(self.policy.model, optimizer, scheduler, self.optim.grad_clip) if finite else (float("nan"), False)
+            norm, stepped = (
+                clip_and_step(self.policy.model, optimizer, scheduler, self.optim.grad_clip)
+                if finite
+                else (float("nan"), False)
+            )
             metrics = {"loss/nll": loss, "loss/grad_norm": norm, "optim/lr": lr, "loss/skipped": float(not stepped)}
             if evaluate is not None and eval_every and (step % eval_every == 0 or step == self.steps):
                 metrics.update({f"eval/{k}": v for k, v in evaluate().items()})

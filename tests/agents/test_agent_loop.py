@@ -11,7 +11,16 @@ import time
 import pytest
 import torch
 
-from ascent.agents import AgentConfig, ChatFormat, ScriptedEngine, check_trajectory, cut_turn, pack_trajectories, rollout, with_chat_template
+from ascent.agents import (
+    AgentConfig,
+    ChatFormat,
+    ScriptedEngine,
+    check_trajectory,
+    cut_turn,
+    pack_trajectories,
+    rollout,
+    with_chat_template,
+)
 from ascent.envs import Env, Observation, StepResult
 from ascent.envs.search_world import SearchWorld, SearchWorldEnv, WorldConfig
 from ascent.policy.model import Policy, token_logprobs
@@ -55,7 +64,9 @@ def real_run(tok, world):
     tasks = world.questions(2, hops=1)
     make_env = lambda: SearchWorldEnv(world, prompt="Q: {question}")  # noqa: E731
     trajs = rollout(engine, policy, tasks, make_env, CFG, n=2, generator=torch.Generator().manual_seed(0))
-    again = rollout(make_engine("ascent"), policy, tasks, make_env, CFG, n=2, generator=torch.Generator().manual_seed(0))
+    again = rollout(
+        make_engine("ascent"), policy, tasks, make_env, CFG, n=2, generator=torch.Generator().manual_seed(0)
+    )
     return policy, engine, trajs, again
 
 
@@ -81,7 +92,9 @@ def test_real_model_masks_and_limits(real_run, tok):
         for text, (s, e) in zip(observations, spans):
             assert t.ids[s:e] == fmt.observation_ids(text)
         assert check_trajectory(t, tok).ok, check_trajectory(t, tok).describe()
-    assert any(u.stop == "length" for t in trajs for u in t.turns) and any(t.finish_reason == "max_tokens" for t in trajs), "limits were exercised"
+    assert any(u.stop == "length" for t in trajs for u in t.turns) and any(
+        t.finish_reason == "max_tokens" for t in trajs
+    ), "limits were exercised"
 
 
 def test_real_model_keeps_sampled_ids_and_logprobs_exactly(real_run):
@@ -95,8 +108,8 @@ def test_real_model_keeps_sampled_ids_and_logprobs_exactly(real_run):
             turn, n = t.turns[k], t.turns[k].end - t.turns[k].start
             assert prompts[row] == t.ids[: turn.start], "the engine continued exactly the trajectory's ids"
             assert n <= int(gen.lengths[row])
-            assert t.ids[turn.start: turn.end] == gen.tokens[row, :n].tolist()
-            assert t.sampled_logprobs[turn.start: turn.end] == gen.logprobs[row, :n].tolist()
+            assert t.ids[turn.start : turn.end] == gen.tokens[row, :n].tolist()
+            assert t.sampled_logprobs[turn.start : turn.end] == gen.logprobs[row, :n].tolist()
     batch = pack_trajectories(trajs, policy.tokenizer)
     with torch.no_grad():
         lp = token_logprobs(policy.model, batch.input_ids, batch.attention_mask)  # (N, T) teacher-forced
@@ -111,7 +124,10 @@ def test_pack_into_rollout_batch(real_run):
     assert b.input_ids.shape == (4, max(len(t) for t in trajs))
     for i, t in enumerate(trajs):
         assert b.input_ids[i, : len(t)].tolist() == t.ids and b.attention_mask[i].sum() == len(t)
-        assert b.completion_mask[i, : len(t)].tolist() == [float(m) for m in t.loss_mask] and b.completion_mask[i, len(t):].sum() == 0
+        assert (
+            b.completion_mask[i, : len(t)].tolist() == [float(m) for m in t.loss_mask]
+            and b.completion_mask[i, len(t) :].sum() == 0
+        )
         assert b.fields[i]["answer"] == t.task.answer and b.fields[i]["agent_finish_reason"] == t.finish_reason
     assert b.group_index.tolist() == [0, 0, 1, 1] and b.prompts[0].startswith("Q: ")
     assert b.stats["rollout/completion_tokens"] == sum(sum(t.loss_mask) for t in trajs)
@@ -128,9 +144,11 @@ def oracle(world):
         name = world.entities[q.subject].name
         n_obs = context.count("[tool]")
         if n_obs == 0:
-            return f'I will search. <tool_call>{json.dumps({"name": "search", "arguments": {"query": name}})}</tool_call>'
+            return (
+                f"I will search. <tool_call>{json.dumps({'name': 'search', 'arguments': {'query': name}})}</tool_call>"
+            )
         if n_obs == 1:
-            return f'<tool_call>{json.dumps({"name": "open", "arguments": {"doc_id": q.subject}})}</tool_call>'
+            return f"<tool_call>{json.dumps({'name': 'open', 'arguments': {'doc_id': q.subject}})}</tool_call>"
         return f"<answer>{q.answer}</answer>"
 
     return respond
@@ -139,11 +157,22 @@ def oracle(world):
 def test_scripted_control_flow_with_tools(tok, world):
     tasks = world.questions(20, hops=1)[:3]
     engine = ScriptedEngine(tok, oracle(world), logprob=-0.5)
-    trajs = rollout(engine, Policy(model=None, tokenizer=tok), tasks, lambda: SearchWorldEnv(world, prompt="Q: {question}"), AgentConfig(max_turns=5, max_turn_tokens=200, max_total_tokens=2000))
+    trajs = rollout(
+        engine,
+        Policy(model=None, tokenizer=tok),
+        tasks,
+        lambda: SearchWorldEnv(world, prompt="Q: {question}"),
+        AgentConfig(max_turns=5, max_turn_tokens=200, max_total_tokens=2000),
+    )
     for t in trajs:
         assert t.finish_reason == "done" and t.reward == 1.0 and len(t.turns) == 3
         assert [m["role"] for m in t.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
-        assert t.info["correct"] and t.info["supported"] and t.info["num_tool_calls"] == 2 and t.info["docs_opened"] == [t.task.subject]
+        assert (
+            t.info["correct"]
+            and t.info["supported"]
+            and t.info["num_tool_calls"] == 2
+            and t.info["docs_opened"] == [t.task.subject]
+        )
         assert [u.stop for u in t.turns] == ["eos"] * 3 and t.turns[-1].observation is None
         assert set(lp for lp, m in zip(t.sampled_logprobs, t.loss_mask) if m) == {-0.5}
         assert t.task.answer in t.messages[4]["content"]
@@ -157,7 +186,13 @@ def test_stop_strings_cut_turns(tok, world):
     end of turn (with <eos>) is then forced, mask 0."""
     reply = '<tool_call>{"name": "search", "arguments": {"query": "x"}}</tool_call> and then rambling'
     engine = ScriptedEngine(tok, lambda context: reply, end_turn=False)
-    [t] = rollout(engine, Policy(model=None, tokenizer=tok), world.questions(1, hops=1), lambda: SearchWorldEnv(world), AgentConfig(max_turns=2, max_turn_tokens=200, max_total_tokens=4000))
+    [t] = rollout(
+        engine,
+        Policy(model=None, tokenizer=tok),
+        world.questions(1, hops=1),
+        lambda: SearchWorldEnv(world),
+        AgentConfig(max_turns=2, max_turn_tokens=200, max_total_tokens=4000),
+    )
     first = t.turns[0]
     assert first.stop == "stop" and first.text == reply.split(" and then")[0]
     assert t.ids[first.end] == tok.eos_token_id and t.loss_mask[first.end] == 0
@@ -168,10 +203,22 @@ def test_stop_strings_cut_turns(tok, world):
 def test_turn_budget_and_total_token_limit(tok, world):
     engine = ScriptedEngine(tok, lambda context: "x" * 50)
     policy = Policy(model=None, tokenizer=tok)
-    [t] = rollout(engine, policy, world.questions(1, hops=1), lambda: SearchWorldEnv(world, prompt="Q: {question}"), AgentConfig(max_turns=10, max_turn_tokens=20, max_total_tokens=200))
+    [t] = rollout(
+        engine,
+        policy,
+        world.questions(1, hops=1),
+        lambda: SearchWorldEnv(world, prompt="Q: {question}"),
+        AgentConfig(max_turns=10, max_turn_tokens=20, max_total_tokens=200),
+    )
     assert [u.stop for u in t.turns] == ["length"] and t.turns[0].end - t.turns[0].start == 20
     assert t.finish_reason == "max_tokens" and len(t) <= 200, "the no-action observation does not fit: the episode ends"
-    [tiny] = rollout(engine, policy, world.questions(1, hops=1), lambda: SearchWorldEnv(world, prompt="Q: {question}"), AgentConfig(max_total_tokens=10))
+    [tiny] = rollout(
+        engine,
+        policy,
+        world.questions(1, hops=1),
+        lambda: SearchWorldEnv(world, prompt="Q: {question}"),
+        AgentConfig(max_total_tokens=10),
+    )
     assert tiny.finish_reason == "max_tokens" and tiny.turns == [] and sum(tiny.loss_mask) == 0
     assert check_trajectory(tiny, tok).ok
 
@@ -191,7 +238,11 @@ def test_environment_steps_run_concurrently(tok):
     wall = time.perf_counter() - start
     assert wall < 0.5 * 8 * 0.3, f"8 sleeping steps took {wall:.2f} s: episodes did not step concurrently"
     for t in trajs:
-        assert t.messages[0] == {"role": "system", "content": "be brief"} and t.reward == 1.0 and t.finish_reason == "max_turns"
+        assert (
+            t.messages[0] == {"role": "system", "content": "be brief"}
+            and t.reward == 1.0
+            and t.finish_reason == "max_turns"
+        )
         assert [u.reward for u in t.turns] == [0.5, 0.5] and check_trajectory(t, tok).ok
 
 
@@ -220,7 +271,9 @@ def test_cut_turn_with_multi_character_tokens():
     assert cut_turn(t, [1, 2, 4, 5, 5], frozenset({0}), ("</x>",), 100) == (3, "stop")
     assert cut_turn(t, [1, 5, 0, 5], frozenset({0}), ("</x>",), 100) == (3, "eos")
     assert cut_turn(t, [1, 5, 5], frozenset({0}), ("</x>",), 2) == (2, "length")
-    assert cut_turn(t, [1, 2, 3, 0, 5], frozenset({0}), ("</x>",), 100) == (4, "eos"), "an end token right after the stop string is kept"
+    assert cut_turn(t, [1, 2, 3, 0, 5], frozenset({0}), ("</x>",), 100) == (4, "eos"), (
+        "an end token right after the stop string is kept"
+    )
     assert cut_turn(t, [1, 2, 3, 0], frozenset({0}), ("</x>",), 3) == (3, "stop")
 
 

@@ -12,8 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from ascent.agents import AgentConfig, ScriptedEngine, pack_trajectories, rollout
+from ascent.agents import AgentConfig, ScriptedEngine, rollout
 from ascent.agents.collector import AgentCollector, answer_probs, history_ends, prefix_hashes, turn_extras
+from ascent.app.pipeline import make_demonstrations, prepare, train
 from ascent.config import load_config
 from ascent.policy.model import Policy, token_logprobs
 from ascent.rollout import make_engine
@@ -22,19 +23,37 @@ from ascent.tasks import task_piece
 from ascent.tasks.search_world import SearchWorldParams, SearchWorlds
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.learner import Learner
-from ascent.app.pipeline import make_demonstrations, prepare, train
 from ascent.trainer.rl import RLParts, RLTrainer, advantage_input
 
-WORLD = SearchWorldParams(people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160)
+WORLD = SearchWorldParams(
+    people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160
+)
 LOOP = AgentConfig(max_turns=3, max_turn_tokens=16, max_total_tokens=800)
-TINY = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-        "data.num_train=40", "data.num_eval=4", "agent.max_turns=2", "agent.max_turn_tokens=12", "agent.max_total_tokens=240",
-        "train.prompts_per_step=2", "rollout.samples_per_prompt=3", "train.micro_batch_size=4", "train.eval_every=0",
-        "train.checkpoint_every=0", "warmstart.steps=0", "control.enabled=false", "logging.progress=false", "eval.batch_size=4"]
-REWARD = '''
+TINY = [
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "data.num_train=40",
+    "data.num_eval=4",
+    "agent.max_turns=2",
+    "agent.max_turn_tokens=12",
+    "agent.max_total_tokens=240",
+    "train.prompts_per_step=2",
+    "rollout.samples_per_prompt=3",
+    "train.micro_batch_size=4",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "warmstart.steps=0",
+    "control.enabled=false",
+    "logging.progress=false",
+    "eval.batch_size=4",
+]
+REWARD = """
 def has_a(prompts, completions, agent_turn_texts, **fields):
     return [float("a" in texts[0]) if texts else 0.0 for texts in agent_turn_texts]
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +101,20 @@ def test_collector_batch_satisfies_the_turn_contract(agent_batch, rows):
             assert (idx[i, s:e] == k).all() and (idx[i, :s] != k).all() and (idx[i, e:] != k).all()
         k = turns[i]
         assert not torch.isnan(rew[i, :k]).any() and torch.isnan(rew[i, k:]).all()
-        assert (kind[i, :k] >= 0).all() and (kind[i, k:] == -1).all() and (pre[i, :k] >= 0).all() and (pre[i, k:] == -1).all()
-        assert rew[i, : k - 1].tolist() == [0.0] * (k - 1) and float(rew[i, :k].sum()) == f["agent_reward"], "env step rewards: tool turns 0, the answer turn its score"
+        assert (
+            (kind[i, :k] >= 0).all()
+            and (kind[i, k:] == -1).all()
+            and (pre[i, :k] >= 0).all()
+            and (pre[i, k:] == -1).all()
+        )
+        assert rew[i, : k - 1].tolist() == [0.0] * (k - 1) and float(rew[i, :k].sum()) == f["agent_reward"], (
+            "env step rewards: tool turns 0, the answer turn its score"
+        )
         assert kind[i, :k].tolist() == [int(inf.get("tool_calls", 0) > 0) for inf in f["agent_turn_infos"]]
     assert b.group_index.tolist() == [0, 0, 0, 1, 1, 1] and b.row_index.tolist() == [1, 1, 1, 4, 4, 4]
-    assert b.fields[0]["answer"] == rows[1]["answer"] and b.prompts[3] == rows[4]["prompt"] and "agent_info" in b.fields[0]
+    assert (
+        b.fields[0]["answer"] == rows[1]["answer"] and b.prompts[3] == rows[4]["prompt"] and "agent_info" in b.fields[0]
+    )
     gaps = [(b.completion_mask[i, : int(b.attention_mask[i].sum())].diff() == 1).sum() for i in range(n)]
     assert max(gaps) >= 2, "some trajectory has several turns separated by masked observation tokens"
 
@@ -95,14 +123,28 @@ def test_extras_survive_select_and_concat(agent_batch):
     _, b = agent_batch
     part = b.select(torch.tensor([4, 1]))
     width = int(part.attention_mask.sum(-1).max())
-    assert part.extras["turn_index"].shape == (2, width) and torch.equal(part.extras["turn_index"], b.extras["turn_index"][[4, 1], :width])
+    assert part.extras["turn_index"].shape == (2, width) and torch.equal(
+        part.extras["turn_index"], b.extras["turn_index"][[4, 1], :width]
+    )
     assert torch.equal(part.extras["turn_kind"], b.extras["turn_kind"][[4, 1]])
     both = concat_batches([b.select(torch.tensor([0, 1, 2])), b.select(torch.tensor([3, 4, 5]))])
     for k, v in b.extras.items():
         w = min(v.shape[1], both.extras[k].shape[1])
         assert torch.equal(torch.nan_to_num(both.extras[k][:, :w], nan=-7.0), torch.nan_to_num(v[:, :w], nan=-7.0)), k
-    assert torch.equal(both.extras["turn_index"], torch.where(both.completion_mask.bool(), both.extras["turn_index"], torch.full_like(both.extras["turn_index"], -1)))
-    inp = advantage_input(b, type("S", (), {"rewards": torch.zeros(6), "valid": torch.ones(6, dtype=torch.bool), "components": torch.zeros(6, 1)})())
+    assert torch.equal(
+        both.extras["turn_index"],
+        torch.where(
+            both.completion_mask.bool(), both.extras["turn_index"], torch.full_like(both.extras["turn_index"], -1)
+        ),
+    )
+    inp = advantage_input(
+        b,
+        type(
+            "S",
+            (),
+            {"rewards": torch.zeros(6), "valid": torch.ones(6, dtype=torch.bool), "components": torch.zeros(6, 1)},
+        )(),
+    )
     assert all(inp.extras[k] is b.extras[k] for k in b.extras), "advantage_input merges the batch's extras"
 
 
@@ -117,12 +159,21 @@ def test_prefix_hashes_mark_identical_histories(worlds, rows, policy):
         return "<answer>a</answer>" if calls["n"] % 2 else "<answer>b</answer>"
 
     loop = AgentConfig(max_turns=3, max_turn_tokens=100, max_total_tokens=2000)
-    trajs = rollout(ScriptedEngine(policy.tokenizer, respond), Policy(None, policy.tokenizer), [worlds.env_task(rows[0])], worlds.make_env, loop, n=2)
+    trajs = rollout(
+        ScriptedEngine(policy.tokenizer, respond),
+        Policy(None, policy.tokenizer),
+        [worlds.env_task(rows[0])],
+        worlds.make_env,
+        loop,
+        n=2,
+    )
     extras = turn_extras(trajs, max(len(t) for t in trajs), [[u.reward for u in t.turns] for t in trajs])
     pre = extras["turn_prefix"]
     assert pre[0, 0] == pre[1, 0] and pre[0, 1] != pre[1, 1]
     assert extras["turn_kind"].tolist() == [[1, 0], [1, 0]]
-    h = __import__("hashlib").blake2b(__import__("numpy").asarray(trajs[0].ids[: trajs[0].turns[0].end], dtype="int64").tobytes(), digest_size=8)
+    h = __import__("hashlib").blake2b(
+        __import__("numpy").asarray(trajs[0].ids[: trajs[0].turns[0].end], dtype="int64").tobytes(), digest_size=8
+    )
     assert prefix_hashes(trajs[0])[0] == int.from_bytes(h.digest(), "little") & (2**63 - 1)
 
 
@@ -138,11 +189,16 @@ def test_learner_on_masks_with_gaps(agent_batch, policy):
     results = []
     for a in (adv, junk):
         p = Policy(model=__import__("copy").deepcopy(policy.model), tokenizer=policy.tokenizer)
-        cfg = RunConfig(train=TrainConfig(steps=1, micro_batch_size=64, optim=OptimConfig(lr=1e-2)), rollout=RolloutConfig(temperature=1.0, max_new_tokens=16))
+        cfg = RunConfig(
+            train=TrainConfig(steps=1, micro_batch_size=64, optim=OptimConfig(lr=1e-2)),
+            rollout=RolloutConfig(temperature=1.0, max_new_tokens=16),
+        )
         learner = Learner(p, cfg)  # one micro-batch: loss/policy is the whole loss
         m = learner.update(b, a, torch.ones(len(b), dtype=torch.bool))
         assert m["rollout/logprob_mismatch"] <= 1e-4
-        assert m["loss/policy"] == pytest.approx(float(-(adv * mask).sum() / mask.sum()), abs=1e-5), "ratio 1: loss = -token-mean advantage over the turns"
+        assert m["loss/policy"] == pytest.approx(float(-(adv * mask).sum() / mask.sum()), abs=1e-5), (
+            "ratio 1: loss = -token-mean advantage over the turns"
+        )
         results.append(p.model.state_dict())
     assert all(torch.equal(results[0][k], results[1][k]) for k in results[0])
     assert any(not torch.equal(results[0][k], policy.model.state_dict()[k]) for k in results[0])
@@ -150,7 +206,15 @@ def test_learner_on_masks_with_gaps(agent_batch, policy):
 
 def test_igpo_answer_probs_are_the_policy_probability_of_the_gold_answer(agent_batch, policy, worlds, rows):
     collector, _ = agent_batch
-    trajs = rollout(collector.engine, policy, [worlds.env_task(rows[2])], worlds.make_env, LOOP, n=2, generator=torch.Generator().manual_seed(3))
+    trajs = rollout(
+        collector.engine,
+        policy,
+        [worlds.env_task(rows[2])],
+        worlds.make_env,
+        LOOP,
+        n=2,
+        generator=torch.Generator().manual_seed(3),
+    )
     probs = answer_probs(policy.model, trajs, [rows[2]["answer"]] * 2, "<answer>{answer}</answer>", policy.tokenizer)
     tok = policy.tokenizer
     for t, p in zip(trajs, probs):
@@ -160,12 +224,16 @@ def test_igpo_answer_probs_are_the_policy_probability_of_the_gold_answer(agent_b
         gold = tok(rows[2]["answer"], add_special_tokens=False)["input_ids"]
         ids = torch.tensor([head + gold])
         with torch.no_grad():
-            lp = token_logprobs(policy.model, ids, torch.ones_like(ids))[0, len(head):]
+            lp = token_logprobs(policy.model, ids, torch.ones_like(ids))[0, len(head) :]
         assert p[0] == pytest.approx(math.exp(float(lp.mean())), rel=1e-5)
-    igpo = AgentCollector(policy, rows, collector.engine, collector.task, LOOP, n=2, turn_rewards="igpo").collect([2], torch.Generator().manual_seed(3))
+    igpo = AgentCollector(policy, rows, collector.engine, collector.task, LOOP, n=2, turn_rewards="igpo").collect(
+        [2], torch.Generator().manual_seed(3)
+    )
     for i, f in enumerate(igpo.fields):
         p, step = f["agent_answer_probs"], igpo.extras["turn_rewards"][i]
-        for k in range(len(f["agent_turns"])):  # a gain where an observation followed, else the step reward (0: the tiny model never answers right)
+        for k in range(
+            len(f["agent_turns"])
+        ):  # a gain where an observation followed, else the step reward (0: the tiny model never answers right)
             assert float(step[k]) == pytest.approx(p[k + 1] - p[k] if p[k + 1] is not None else 0.0)
 
 
@@ -176,12 +244,20 @@ def reward_file(tmp_path):
 
 
 def test_one_rl_step_changes_parameters(tmp_path, reward_file):
-    cfg = load_config("search-agent", TINY + [f"reward={reward_file}", f"output_dir={tmp_path}", "train.optim.lr=1e-2", "train.steps=1"])
+    cfg = load_config(
+        "search-agent",
+        TINY + [f"reward={reward_file}", f"output_dir={tmp_path}", "train.optim.lr=1e-2", "train.steps=1"],
+    )
     run, policy = prepare(cfg, tmp_path / "run", {})
     from ascent.app.pipeline import make_collector
 
     engine = make_engine("ascent")
-    trainer = RLTrainer(cfg, RLParts(policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)))
+    trainer = RLTrainer(
+        cfg,
+        RLParts(
+            policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
+        ),
+    )
     before = {k: v.clone() for k, v in policy.model.state_dict().items()}
     m = trainer.step()
     assert m["reward/std"] > 0 and math.isfinite(m["loss/policy"]) and m["loss/skipped_steps"] == 0
@@ -192,24 +268,45 @@ def test_one_rl_step_changes_parameters(tmp_path, reward_file):
 
 
 def test_agent_run_resumes_exactly(tmp_path, reward_file):
-    over = TINY + [f"reward=[{reward_file},trace]", f"output_dir={tmp_path}", "train.steps=2", "train.optim.lr=1e-2",
-                   "warmstart.steps=1", "warmstart.batch_size=2", "warmstart.eval_every=0"]
+    over = TINY + [
+        f"reward=[{reward_file},trace]",
+        f"output_dir={tmp_path}",
+        "train.steps=2",
+        "train.optim.lr=1e-2",
+        "warmstart.steps=1",
+        "warmstart.batch_size=2",
+        "warmstart.eval_every=0",
+    ]
     cfg = load_config("search-agent", over)
     full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
     assert train(cfg.__class__(**{**cfg.__dict__, "name": "split"}), stop_at=1) is None
     resumed = train(run_dir=tmp_path / "split", resume=True)
-    weights = [load_file(Checkpointer(tmp_path / n / "checkpoints").latest() / "model.safetensors") for n in ("full", "split")]
+    weights = [
+        load_file(Checkpointer(tmp_path / n / "checkpoints").latest() / "model.safetensors") for n in ("full", "split")
+    ]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])
-    assert full["accuracy_after_rl"] == resumed["accuracy_after_rl"] and full["tool_calls_after_rl"] == resumed["tool_calls_after_rl"]
+    assert (
+        full["accuracy_after_rl"] == resumed["accuracy_after_rl"]
+        and full["tool_calls_after_rl"] == resumed["tool_calls_after_rl"]
+    )
     state = Checkpointer.load_state(Checkpointer(tmp_path / "split" / "checkpoints").latest())
     assert "1:trace" in state["rewards"], "the stateful reward's state is checkpointed"
-    for key in ("accuracy_before_rl", "tool_calls_before_rl", "unsupported_answer_rate_before_rl" if "unsupported_answer_rate_before_rl" in full else "answer_rate_before_rl", "token_check_pass_rate"):
+    for key in (
+        "accuracy_before_rl",
+        "tool_calls_before_rl",
+        "unsupported_answer_rate_before_rl" if "unsupported_answer_rate_before_rl" in full else "answer_rate_before_rl",
+        "token_check_pass_rate",
+    ):
         assert key in full
     assert full["token_check_pass_rate"] == 1.0
 
 
 def test_warm_start_imitates_only_the_demonstrators_tokens(tmp_path):
-    cfg = load_config("search-agent", TINY + [f"output_dir={tmp_path}", "agent.max_turns=5", "agent.max_turn_tokens=40", "agent.max_total_tokens=400"])
+    cfg = load_config(
+        "search-agent",
+        TINY
+        + [f"output_dir={tmp_path}", "agent.max_turns=5", "agent.max_turn_tokens=40", "agent.max_total_tokens=400"],
+    )
     run, policy = prepare(cfg, tmp_path / "run", {})
     demos = make_demonstrations(run, policy)
     b = demos(run.task.train[:6], random.Random(0))

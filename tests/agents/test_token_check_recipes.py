@@ -11,12 +11,11 @@ from __future__ import annotations
 import copy
 import importlib.util
 import random
-from dataclasses import replace
 
 import pytest
 import torch
 
-from ascent.agents import AgentConfig, check_trajectories, check_trajectory, rollout, with_chat_template
+from ascent.agents import AgentConfig, check_trajectories, check_trajectory, rollout
 from ascent.agents.trajectory import Trajectory
 from ascent.config import load_config
 from ascent.envs.textworld_env import STOP_STRINGS
@@ -30,7 +29,15 @@ TASKS = ["search_world", "textworld"]
 
 def loop_for(recipe_cfg, **kw) -> AgentConfig:
     a = recipe_cfg.agent
-    return AgentConfig(**{"max_turns": a.max_turns, "max_turn_tokens": a.max_turn_tokens, "max_total_tokens": 4000, "stop_strings": tuple(a.stop_strings), **kw})
+    return AgentConfig(
+        **{
+            "max_turns": a.max_turns,
+            "max_turn_tokens": a.max_turn_tokens,
+            "max_total_tokens": 4000,
+            "stop_strings": tuple(a.stop_strings),
+            **kw,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +50,11 @@ def recipes(tmp_path_factory):
     for name, recipe in (("search_world", "search-agent"), ("textworld", "textworld")):
         if name == "textworld" and not HAVE_TW:
             continue
-        cfg = load_config(recipe, ["data.num_train=3", "data.num_eval=2"] + ([f"data.task.textworld.cache_dir={cache}"] if name == "textworld" else []))
+        cfg = load_config(
+            recipe,
+            ["data.num_train=3", "data.num_eval=2"]
+            + ([f"data.task.textworld.cache_dir={cache}"] if name == "textworld" else []),
+        )
         out[name] = (cfg, load_task(cfg.data, cfg.seed))
     return out
 
@@ -66,7 +77,7 @@ def retokenized(t: Trajectory, tokenizer) -> Trajectory:
     for k, turn in enumerate(t.turns):
         ids += tokenizer(" " + turn.text, add_special_tokens=True)["input_ids"]
         end = turn.end - 1 if t.ids[turn.end - 1] == tokenizer.eos_token_id else turn.end
-        ids += t.ids[end: t.turns[k + 1].start if k + 1 < len(t.turns) else len(t.ids)]
+        ids += t.ids[end : t.turns[k + 1].start if k + 1 < len(t.turns) else len(t.ids)]
     out = copy.copy(t)  # shallow: the task may hold a search index
     out.ids = ids
     return out
@@ -103,13 +114,31 @@ def test_char_template_real_tiny_model_sampling(recipes, name):
     cfg, task = get(recipes, name)
     tok = task.tokenizer
     torch.manual_seed(7)
-    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                         num_key_value_heads=2, max_position_embeddings=4096, bos_token_id=tok.bos_token_id,
-                                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)).eval()
+    model = Qwen2ForCausalLM(
+        Qwen2Config(
+            vocab_size=len(tok),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
+        )
+    ).eval()
     loop = loop_for(cfg, max_turns=3, max_turn_tokens=24, temperature=1.0)
     rows = task.eval
-    trajs = rollout(make_engine("ascent"), Policy(model=model, tokenizer=tok), [task.agent.env_task(r) for r in rows], task.agent.make_env, loop, n=2,
-                    generator=torch.Generator().manual_seed(0))
+    trajs = rollout(
+        make_engine("ascent"),
+        Policy(model=model, tokenizer=tok),
+        [task.agent.env_task(r) for r in rows],
+        task.agent.make_env,
+        loop,
+        n=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert len(trajs) == 2 * len(rows) and all(t.turns for t in trajs)
     assert_all_pass_and_retokenised_fails(trajs, tok)
 

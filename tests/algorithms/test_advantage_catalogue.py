@@ -18,19 +18,30 @@ import pytest
 import torch
 
 from ascent.algorithms import ADVANTAGES, AdvantageInput
-from ascent.algorithms.advantages import AemParams, ExppoParams, MaxrlParams, RapoParams, SaMrpoParams, SuccessAdaptiveParams, TacoParams, TmnParams
+from ascent.algorithms.advantages import (
+    AemParams,
+    ExppoParams,
+    MaxrlParams,
+    RapoParams,
+    SaMrpoParams,
+    SuccessAdaptiveParams,
+    TacoParams,
+    TmnParams,
+)
+from ascent.app.pipeline import prepare
 from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
-from ascent.typed import ConfigError
 from ascent.rollout import make_engine
-from ascent.app.pipeline import prepare
 from ascent.trainer.rl import RLParts, RLTrainer
+from ascent.typed import ConfigError
 
 CFG = AlgorithmConfig()
 NEW = ("taco", "exppo", "aem", "success_adaptive", "sa_mrpo", "tmn", "rapo", "maxrl")
 
 
-def make_input(rewards, groups=None, valid=None, mask=None, logprobs=None, components=None, task_index=None) -> AdvantageInput:
+def make_input(
+    rewards, groups=None, valid=None, mask=None, logprobs=None, components=None, task_index=None
+) -> AdvantageInput:
     r = torch.tensor(rewards, dtype=torch.float32)
     n = r.shape[0]
     v = ~torch.isnan(r) if valid is None else torch.tensor(valid, dtype=torch.bool)
@@ -247,15 +258,24 @@ def random_batch(rng: random.Random, binary: bool, k: int = 3):
     mask = torch.zeros(n, T)
     for i in range(n):
         start, length = rng.randint(0, T - 1), rng.randint(0, T)
-        mask[i, start: start + length] = 1.0
+        mask[i, start : start + length] = 1.0
     logprobs = -torch.empty(n, T).exponential_(generator=torch.Generator().manual_seed(rng.randint(0, 10**6))) * mask
     return rewards, valid, groups, tasks, comps, mask, logprobs
 
 
-PARAMS = [{name: ADVANTAGES.entry(name).params() for name in NEW},  # the defaults
-          {"taco": TacoParams(alpha=0.5, window=2, floor=0.3), "exppo": ExppoParams(strength=0.9, threshold=0.5), "aem": AemParams(strength=0.8),
-           "success_adaptive": SuccessAdaptiveParams(threshold=0.5, strength=0.6), "sa_mrpo": SaMrpoParams(power=2.0), "tmn": TmnParams(difficulty=0.5),
-           "rapo": RapoParams(power=0.5), "maxrl": MaxrlParams(threshold=0.5, order=2, baseline=False)}]
+PARAMS = [
+    {name: ADVANTAGES.entry(name).params() for name in NEW},  # the defaults
+    {
+        "taco": TacoParams(alpha=0.5, window=2, floor=0.3),
+        "exppo": ExppoParams(strength=0.9, threshold=0.5),
+        "aem": AemParams(strength=0.8),
+        "success_adaptive": SuccessAdaptiveParams(threshold=0.5, strength=0.6),
+        "sa_mrpo": SaMrpoParams(power=2.0),
+        "tmn": TmnParams(difficulty=0.5),
+        "rapo": RapoParams(power=0.5),
+        "maxrl": MaxrlParams(threshold=0.5, order=2, baseline=False),
+    },
+]
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -273,13 +293,15 @@ def test_matches_loop_reference_on_random_input(name, cfg_id):
         if name == "taco":
             want = taco_ref(rewards, valid, groups, mask, logprobs, cfg)
         else:
-            ref = {"exppo": lambda: exppo_ref(rewards, valid, groups, mask, logprobs, cfg),
-                   "aem": lambda: aem_ref(rewards, valid, groups, mask, logprobs, cfg),
-                   "success_adaptive": lambda: success_adaptive_ref(rewards, valid, groups, cfg),
-                   "sa_mrpo": lambda: sa_mrpo_ref(valid, groups, comps, cfg),
-                   "tmn": lambda: tmn_ref(rewards, valid, groups, tasks, cfg),
-                   "rapo": lambda: rapo_ref(rewards, valid, groups, cfg),
-                   "maxrl": lambda: maxrl_ref(rewards, valid, groups, cfg)}[name]()
+            ref = {
+                "exppo": lambda: exppo_ref(rewards, valid, groups, mask, logprobs, cfg),
+                "aem": lambda: aem_ref(rewards, valid, groups, mask, logprobs, cfg),
+                "success_adaptive": lambda: success_adaptive_ref(rewards, valid, groups, cfg),
+                "sa_mrpo": lambda: sa_mrpo_ref(valid, groups, comps, cfg),
+                "tmn": lambda: tmn_ref(rewards, valid, groups, tasks, cfg),
+                "rapo": lambda: rapo_ref(rewards, valid, groups, cfg),
+                "maxrl": lambda: maxrl_ref(rewards, valid, groups, cfg),
+            }[name]()
             want = torch.tensor(ref, dtype=torch.float32)[:, None] * mask
         assert torch.allclose(adv, want, rtol=1e-4, atol=1e-5), (name, trial, adv, want)
         assert (adv[~torch.tensor(valid)] == 0).all()
@@ -300,22 +322,50 @@ def test_invalid_samples_get_zero_and_are_left_out(name):
     logprobs = -torch.rand(10, 4, generator=g) * 3
     full = run(name, make_input(rewards, groups, None, mask, logprobs, comps, tasks))
     keep = [i for i in range(10) if not math.isnan(rewards[i])]
-    alone = run(name, make_input([rewards[i] for i in keep], [groups[i] for i in keep], None, mask[keep], logprobs[keep], [comps[i] for i in keep], [tasks[i] for i in keep]))
+    alone = run(
+        name,
+        make_input(
+            [rewards[i] for i in keep],
+            [groups[i] for i in keep],
+            None,
+            mask[keep],
+            logprobs[keep],
+            [comps[i] for i in keep],
+            [tasks[i] for i in keep],
+        ),
+    )
     assert (full[4] == 0).all() and (full[8] == 0).all()
     assert torch.allclose(full[keep], alone, atol=1e-6)
     assert full.abs().sum() > 0
 
 
-@pytest.mark.parametrize("name,key", [("taco", "logprobs"), ("exppo", "logprobs"), ("aem", "logprobs"), ("sa_mrpo", "components")])
+@pytest.mark.parametrize(
+    "name,key", [("taco", "logprobs"), ("exppo", "logprobs"), ("aem", "logprobs"), ("sa_mrpo", "components")]
+)
 def test_missing_extra_is_a_clear_error(name, key):
     with pytest.raises(ValueError, match=key):
         run(name, make_input([1.0, 0.0]))
 
 
-@pytest.mark.parametrize("name,field,value", [("taco", "floor", 0.0), ("taco", "floor", 1.5), ("taco", "alpha", 0.0), ("taco", "window", 0),
-                                              ("exppo", "strength", 1.0), ("exppo", "strength", -0.1), ("aem", "strength", -0.1), ("aem", "strength", 1.0),
-                                              ("success_adaptive", "strength", 1.5), ("success_adaptive", "strength", -0.5), ("sa_mrpo", "power", -1.0),
-                                              ("tmn", "difficulty", -1.0), ("rapo", "power", -0.5), ("maxrl", "order", -1)])
+@pytest.mark.parametrize(
+    "name,field,value",
+    [
+        ("taco", "floor", 0.0),
+        ("taco", "floor", 1.5),
+        ("taco", "alpha", 0.0),
+        ("taco", "window", 0),
+        ("exppo", "strength", 1.0),
+        ("exppo", "strength", -0.1),
+        ("aem", "strength", -0.1),
+        ("aem", "strength", 1.0),
+        ("success_adaptive", "strength", 1.5),
+        ("success_adaptive", "strength", -0.5),
+        ("sa_mrpo", "power", -1.0),
+        ("tmn", "difficulty", -1.0),
+        ("rapo", "power", -0.5),
+        ("maxrl", "order", -1),
+    ],
+)
 def test_out_of_range_knobs_are_errors(name, field, value):
     spec = f"{name}({field}={value})"
     with pytest.raises(ConfigError, match=rf"{name}: {field} must be"):
@@ -408,8 +458,12 @@ def test_aem_hand_values_and_direction():
     lp = -torch.tensor([[2.0], [0.5], [0.5], [2.0]])
     adv = run("aem", make_input([1.0, 0.0, 0.0, 0.0], logprobs=lp))[:, 0]
     z = 0.75 / math.sqrt(0.75)
-    want = [1.5 * (1 + 0.5 * 0.5 * math.tanh(1.5 * z)), -0.5 * (1 + 0.25 * math.tanh(0.5 * z)),
-            -0.5 * (1 + 0.25 * math.tanh(0.5 * z)), -0.5 * (1 + 0.25 * math.tanh(-0.5 * z))]
+    want = [
+        1.5 * (1 + 0.5 * 0.5 * math.tanh(1.5 * z)),
+        -0.5 * (1 + 0.25 * math.tanh(0.5 * z)),
+        -0.5 * (1 + 0.25 * math.tanh(0.5 * z)),
+        -0.5 * (1 + 0.25 * math.tanh(-0.5 * z)),
+    ]
     assert torch.allclose(adv, torch.tensor(want), atol=1e-5)
     # exploration phase: the surprising success and the typical failures (entropy-raising) are amplified,
     # the surprising failure (entropy-lowering to penalise) is damped
@@ -430,7 +484,10 @@ def test_success_adaptive_hand_values():
     assert torch.allclose(adv, torch.tensor([0.5, 0.5, 0.5, -0.375, 1.5, -0.375, -0.375, -0.375]), atol=1e-5)
     half = run("success_adaptive(strength=0.5)", make_input([1, 1, 1, 0.0]))[:, 0]
     assert torch.allclose(half, torch.tensor([0.5, 0.5, 0.5, -1.5 * (1 - 0.375)]), atol=1e-5)
-    assert torch.allclose(run("success_adaptive", make_input([1, 1, 1, 0.0]), SuccessAdaptiveParams(strength=0.0)), run("grpo", make_input([1, 1, 1, 0.0])))
+    assert torch.allclose(
+        run("success_adaptive", make_input([1, 1, 1, 0.0]), SuccessAdaptiveParams(strength=0.0)),
+        run("grpo", make_input([1, 1, 1, 0.0])),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -464,7 +521,9 @@ def test_sa_mrpo_normalises_each_objective_separately():
         other[:, 1] = other[:, 1] * scale + shift
         assert torch.allclose(run("sa_mrpo", make_input([0.0] * 8, SA_GROUPS, components=other)), adv, atol=1e-4)
     # two rollouts with distinct reward profiles but the same weighted sum get different advantages
-    inp2 = make_input([1.0, 1.0, 0.0, 2.0, 0.0, 0.0], [0, 0, 0, 0, 1, 1], components=[[1, 0], [0, 1], [0, 0], [1, 1], [0, 1], [0, 1]])
+    inp2 = make_input(
+        [1.0, 1.0, 0.0, 2.0, 0.0, 0.0], [0, 0, 0, 0, 1, 1], components=[[1, 0], [0, 1], [0, 0], [1, 1], [0, 1], [0, 1]]
+    )
     a2 = run("sa_mrpo", inp2)[:, 0]
     assert not torch.isclose(a2[0], a2[1]) and torch.isclose(run("grpo", inp2)[0, 0], run("grpo", inp2)[1, 0])
 
@@ -472,7 +531,9 @@ def test_sa_mrpo_normalises_each_objective_separately():
 def test_sa_mrpo_one_objective_is_grpo_and_nan_component_is_no_opinion():
     r = [1.0, 0.0, 0.5, 0.25, 1.0, 1.0, 0.0]
     g = [0, 0, 0, 0, 1, 1, 1]
-    assert torch.allclose(run("sa_mrpo", make_input(r, g, components=[[x] for x in r])), run("grpo", make_input(r, g)), atol=1e-6)
+    assert torch.allclose(
+        run("sa_mrpo", make_input(r, g, components=[[x] for x in r])), run("grpo", make_input(r, g)), atol=1e-6
+    )
     # a NaN component leaves that sample out of that objective only
     comps = [[1, 0], [0, 1], [0, math.nan], [1, 1]]
     adv = run("sa_mrpo", make_input([1.0, 1.0, 0.0, 2.0], components=comps))[:, 0]
@@ -486,7 +547,12 @@ def test_tmn_hand_values():
     # one task, groups [1,0,0,0] (p = .25, h = 1.75) and [1,1,1,0] (p = .75, h = 1.25):
     # num = 1.75 * [.75, -.25, -.25, -.25], 1.25 * [.25, .25, .25, -.75]; mean |num| = (1.75*1.5 + 1.25*1.5)/8 = .5625
     adv = run("tmn", make_input([1, 0, 0, 0, 1, 1, 1, 0.0], [0, 0, 0, 0, 1, 1, 1, 1]))[:, 0]
-    want = torch.tensor([1.75 * 0.75, -1.75 * 0.25, -1.75 * 0.25, -1.75 * 0.25, 1.25 * 0.25, 1.25 * 0.25, 1.25 * 0.25, -1.25 * 0.75]) / 0.5625
+    want = (
+        torch.tensor(
+            [1.75 * 0.75, -1.75 * 0.25, -1.75 * 0.25, -1.75 * 0.25, 1.25 * 0.25, 1.25 * 0.25, 1.25 * 0.25, -1.25 * 0.75]
+        )
+        / 0.5625
+    )
     assert torch.allclose(adv, want, atol=1e-5)
     assert adv[0] > abs(adv[7])  # the hard group's rare success outweighs the easy group's rare failure
 
@@ -549,8 +615,12 @@ def test_maxrl_hand_values():
     adv = run("maxrl", make_input([1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0.0], [0] * 4 + [1] * 4 + [2] * 4), cfg)[:, 0]
     assert torch.allclose(adv, torch.tensor([4.0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0, 0]))
     # order 1 = REINFORCE on the 0/1 reward; order 2 with n = 4, K = 2: 1 + C(2,1)/C(3,1) = 5/3
-    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=1))[:, 0], torch.tensor([1.0, 1, 0, 0]))
-    assert torch.allclose(run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=2))[:, 0], torch.tensor([5 / 3, 5 / 3, 0, 0]))
+    assert torch.allclose(
+        run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=1))[:, 0], torch.tensor([1.0, 1, 0, 0])
+    )
+    assert torch.allclose(
+        run("maxrl", make_input([1, 1, 0, 0.0]), replace(cfg, order=2))[:, 0], torch.tensor([5 / 3, 5 / 3, 0, 0])
+    )
     # baseline, n = 4, K = 1: correct 4 * (1 - 0/3) = 4; wrong: -(1/3) * S(F=2) = -(1/3) * 4/2 = -2/3
     base = run("maxrl", make_input([1, 0, 0, 0.0]))[:, 0]
     assert torch.allclose(base, torch.tensor([4.0, -2 / 3, -2 / 3, -2 / 3]), atol=1e-6)
@@ -591,39 +661,68 @@ def test_maxrl_is_unbiased_on_a_softmax_policy(order, baseline):
 # ---------------------------------------------------------------------------------------------------------
 # smoke: one trainer step per estimator
 # ---------------------------------------------------------------------------------------------------------
-REWARD = '''
+REWARD = """
 def starts_with_seven(prompts, completions, **fields):
     return [1.0 if c.startswith("7") else 0.0 for c in completions]
 
 def short(prompts, completions, **fields):
     return [1.0 if len(c) <= 2 else 0.0 for c in completions]
-'''
-TINY = ["model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-        "warmstart.steps=0", "control.enabled=false", "logging.progress=false", "train.eval_every=0", "rollout.max_new_tokens=3"]
+"""
+TINY = [
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "warmstart.steps=0",
+    "control.enabled=false",
+    "logging.progress=false",
+    "train.eval_every=0",
+    "rollout.max_new_tokens=3",
+]
 
 
 @pytest.fixture
 def seven_task(tmp_path):
-    rows = [{"prompt": f"{i}+{j}=", "answer": "7", "task": "even" if (i + j) % 2 == 0 else "odd"} for i in range(10) for j in range(10)]
+    rows = [
+        {"prompt": f"{i}+{j}=", "answer": "7", "task": "even" if (i + j) % 2 == 0 else "odd"}
+        for i in range(10)
+        for j in range(10)
+    ]
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp_path / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]))
     (tmp_path / "seven.py").write_text(REWARD)
     rewards = json.dumps([f"{tmp_path}/seven.py:starts_with_seven", f"{tmp_path}/seven.py:short"])
-    return [f"data.train={tmp_path}/train.jsonl", f"data.eval={tmp_path}/eval.jsonl", f"reward={rewards}", f"output_dir={tmp_path}"]
+    return [
+        f"data.train={tmp_path}/train.jsonl",
+        f"data.eval={tmp_path}/eval.jsonl",
+        f"reward={rewards}",
+        f"output_dir={tmp_path}",
+    ]
 
 
 def trainer_for(overrides):
     cfg = load_config("default", TINY + overrides)
     run_, policy = prepare(cfg, Path(cfg.output_dir) / cfg.name, {})
-    parts = RLParts(policy, run_.task.train, run_.encoder, make_engine(cfg.rollout.backend), run_.rewards, run_.settings)
+    parts = RLParts(
+        policy, run_.task.train, run_.encoder, make_engine(cfg.rollout.backend), run_.rewards, run_.settings
+    )
     return RLTrainer(cfg, parts), policy
 
 
 @pytest.mark.parametrize("name", NEW)
 def test_one_trainer_step_updates(seven_task, name):
     spec = f"{name}(threshold=0.5)" if name in ("exppo", "success_adaptive", "maxrl") else name
-    trainer, policy = trainer_for(seven_task + [f"algorithm.advantage={spec}", "train.steps=1", "train.prompts_per_step=4", "rollout.samples_per_prompt=4",
-                                                "train.optim.lr=1e-2"])
+    trainer, policy = trainer_for(
+        seven_task
+        + [
+            f"algorithm.advantage={spec}",
+            "train.steps=1",
+            "train.prompts_per_step=4",
+            "rollout.samples_per_prompt=4",
+            "train.optim.lr=1e-2",
+        ]
+    )
     seen = {}
     estimator = trainer.advantage
 
@@ -635,7 +734,11 @@ def test_one_trainer_step_updates(seven_task, name):
     before = [p.detach().clone() for p in policy.model.parameters()]
     m = trainer.step()
     extras = seen["inp"].extras
-    assert extras["components"].shape[1] == 2 and extras["task_index"].shape == (16,) and extras["logprobs"].shape == seen["inp"].mask.shape
+    assert (
+        extras["components"].shape[1] == 2
+        and extras["task_index"].shape == (16,)
+        and extras["logprobs"].shape == seen["inp"].mask.shape
+    )
     assert seen["adv"].abs().sum() > 0 and torch.isfinite(seen["adv"]).all()
     assert all(torch.isfinite(p).all() for p in policy.model.parameters())
     assert any(not torch.equal(a, p) for a, p in zip(before, policy.model.parameters()))

@@ -159,7 +159,7 @@ def test_output_is_sequence_advantage_times_completion_mask(name):
     # 4 sequences, T=7: 2 prompt tokens, completions of length 5, 3, 1, 4, then padding
     mask = torch.zeros(4, 7)
     for i, length in enumerate([5, 3, 1, 4]):
-        mask[i, 2: 2 + length] = 1.0
+        mask[i, 2 : 2 + length] = 1.0
     inp = make_input([1.0, 0.0, 0.0, 1.0], mask=mask)
     adv = ADVANTAGES.get(name)(inp, CFG)
     seq = torch.tensor(HAND_EXPECTED[name][:4])
@@ -216,7 +216,21 @@ def test_unknown_name_lists_valid_names():
 # ---------------------------------------------------------------------------------------------------------
 # (f) parameters: each estimator's technique knobs are its own frozen params dataclass, set in its spec
 # ---------------------------------------------------------------------------------------------------------
-WITH_PARAMS = {"taco", "exppo", "aem", "success_adaptive", "sa_mrpo", "tmn", "rapo", "maxrl", "tree", "progress", "serl", "explore_group", "gae"}
+WITH_PARAMS = {
+    "taco",
+    "exppo",
+    "aem",
+    "success_adaptive",
+    "sa_mrpo",
+    "tmn",
+    "rapo",
+    "maxrl",
+    "tree",
+    "progress",
+    "serl",
+    "explore_group",
+    "gae",
+}
 
 
 def test_estimators_with_knobs_declare_params():
@@ -236,7 +250,9 @@ def test_params_classes_are_frozen_documented_and_default_constructible(name):
         setattr(defaults, first, getattr(defaults, first))
     for field, _, _, help_text in fields_help(cls):
         assert help_text.strip(), f"{name}.{field} has no help docstring"
-        assert not re.search(r"#\d", help_text), f"{name}.{field}: cite the paper by authors, year and arXiv id, not a row number"
+        assert not re.search(r"#\d", help_text), (
+            f"{name}.{field}: cite the paper by authors, year and arXiv id, not a row number"
+        )
     # the function's own default is the defaults instance, and the bare spec resolves to it
     assert inspect.signature(ADVANTAGES.get(name)).parameters["params"].default == defaults
     piece = ADVANTAGES.resolve(name)
@@ -246,9 +262,12 @@ def test_params_classes_are_frozen_documented_and_default_constructible(name):
 def test_old_flat_knobs_fail_naming_the_new_spelling():
     with pytest.raises(ConfigError, match=re.escape("algorithm.advantage=taco(alpha=0.5)")):
         load_config("default", ["algorithm.taco_alpha=0.5"])
-    for old, new in [("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"), ("algorithm.value_lr=1e-5", "algorithm.advantage=gae(value_lr=1e-5)"),
-                     ("algorithm.maxrl_baseline=false", "algorithm.advantage=maxrl(baseline=false)"),
-                     ("algorithm.explore_group_step_coef=0.5", "algorithm.advantage=explore_group(step_coef=0.5)")]:
+    for old, new in [
+        ("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"),
+        ("algorithm.value_lr=1e-5", "algorithm.advantage=gae(value_lr=1e-5)"),
+        ("algorithm.maxrl_baseline=false", "algorithm.advantage=maxrl(baseline=false)"),
+        ("algorithm.explore_group_step_coef=0.5", "algorithm.advantage=explore_group(step_coef=0.5)"),
+    ]:
         with pytest.raises(ConfigError, match=re.escape(new)):
             load_config("default", [old])
 
@@ -259,7 +278,9 @@ def test_spec_sets_params_string_and_mapping_forms():
     assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == TacoParams(alpha=0.5)
     cfg = load_config("default", ["algorithm.advantage=gae(lam=0.9, value_lr=1e-5, whiten=false)"])
     assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == GaeParams(lam=0.9, value_lr=1e-5, whiten=False)
-    assert load_config("default", ["algorithm.advantage=taco(alpha=0.01)"]).algorithm.advantage == "taco"  # defaults are left out
+    assert (
+        load_config("default", ["algorithm.advantage=taco(alpha=0.01)"]).algorithm.advantage == "taco"
+    )  # defaults are left out
 
 
 def test_recipe_mapping_form(tmp_path):
@@ -269,13 +290,24 @@ def test_recipe_mapping_form(tmp_path):
     path.write_text(yaml.safe_dump(raw))
     cfg = load_config(path)
     assert ADVANTAGES.resolve(cfg.algorithm.advantage).params == GaeParams(lam=0.9, value_clip=None)
-    assert load_config(path, ["algorithm.advantage.gae.gamma=0.99"]).algorithm.advantage == "gae(gamma=0.99, lam=0.9, value_clip=null)"
+    assert (
+        load_config(path, ["algorithm.advantage.gae.gamma=0.99"]).algorithm.advantage
+        == "gae(gamma=0.99, lam=0.9, value_clip=null)"
+    )
 
 
-@pytest.mark.parametrize("spec,what", [("gae(gamma=0)", "gamma must be in (0, 1]"), ("gae(gamma=1.5)", "gamma must be in (0, 1]"),
-                                       ("gae(lam=1.5)", "lam must be in [0, 1]"), ("gae(lam=-0.1)", "lam must be in [0, 1]"),
-                                       ("gae(value_lr=0)", "value_lr must be > 0"), ("gae(value_clip=-0.2)", "value_clip must be > 0"),
-                                       ("taco(alpha=-1)", "alpha must be > 0")])
+@pytest.mark.parametrize(
+    "spec,what",
+    [
+        ("gae(gamma=0)", "gamma must be in (0, 1]"),
+        ("gae(gamma=1.5)", "gamma must be in (0, 1]"),
+        ("gae(lam=1.5)", "lam must be in [0, 1]"),
+        ("gae(lam=-0.1)", "lam must be in [0, 1]"),
+        ("gae(value_lr=0)", "value_lr must be > 0"),
+        ("gae(value_clip=-0.2)", "value_clip must be > 0"),
+        ("taco(alpha=-1)", "alpha must be > 0"),
+    ],
+)
 def test_out_of_range_params_fail_at_config_time(spec, what):
     with pytest.raises(ConfigError, match=re.escape(what)):
         ADVANTAGES.resolve(spec)

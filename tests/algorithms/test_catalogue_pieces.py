@@ -14,7 +14,12 @@ CFG = AlgorithmConfig()
 
 def adv_input(rewards, groups):
     r = torch.tensor(rewards, dtype=torch.float32)
-    return AdvantageInput(rewards=r, valid=torch.ones(len(r), dtype=torch.bool), group_index=torch.tensor(groups), mask=torch.ones(len(r), 1))
+    return AdvantageInput(
+        rewards=r,
+        valid=torch.ones(len(r), dtype=torch.bool),
+        group_index=torch.tensor(groups),
+        mask=torch.ones(len(r), 1),
+    )
 
 
 def test_lite_ppo_group_mean_batch_std():
@@ -39,7 +44,16 @@ def test_reinforce_pp_global_normalisation():
 def loss_input(logp, old, adv, mask=None, sampled=None):
     logp = torch.tensor(logp, requires_grad=True)
     mask = torch.ones_like(logp) if mask is None else torch.tensor(mask)
-    inp = LossInput(logprobs=logp, old_logprobs=torch.tensor(old), advantages=torch.tensor(adv), mask=mask, num_tokens=float(mask.sum()), num_seqs=float(mask.shape[0]), norm_length=float(mask.shape[1]), sampled_logprobs=None if sampled is None else torch.tensor(sampled))
+    inp = LossInput(
+        logprobs=logp,
+        old_logprobs=torch.tensor(old),
+        advantages=torch.tensor(adv),
+        mask=mask,
+        num_tokens=float(mask.sum()),
+        num_seqs=float(mask.shape[0]),
+        norm_length=float(mask.shape[1]),
+        sampled_logprobs=None if sampled is None else torch.tensor(sampled),
+    )
     return inp, logp
 
 
@@ -89,5 +103,8 @@ def test_truncated_importance_sampling_weights():
     loss, _ = LOSSES.get("ppo_clip")(inp, cfg)
     w = torch.tensor([math.exp(0.1), 2.0, math.exp(-0.5)])
     assert abs(float(loss.detach()) - float(-w.mean())) < 1e-5
-    off, _ = LOSSES.get("ppo_clip")(loss_input(logp, logp, [[1.0, 1.0, 1.0]], sampled=[[-1.1, -2.0, -0.5]])[0], AlgorithmConfig(loss_agg="token-mean"))
+    off, _ = LOSSES.get("ppo_clip")(
+        loss_input(logp, logp, [[1.0, 1.0, 1.0]], sampled=[[-1.1, -2.0, -0.5]])[0],
+        AlgorithmConfig(loss_agg="token-mean"),
+    )
     assert abs(float(off.detach()) + 1.0) < 1e-6  # tis off: ratio 1 everywhere

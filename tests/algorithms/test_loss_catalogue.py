@@ -10,11 +10,10 @@ import pytest
 import torch
 
 from ascent.algorithms import ADVANTAGES, LOSSES, AdvantageInput, LossInput
-from ascent.algorithms.gae import clipped_value_loss, compute_gae
-from ascent.algorithms.losses import group_pairs
-from ascent.config.schema import AlgorithmConfig
 from ascent.algorithms.a_star import AStarParams, soft_value
-from ascent.algorithms.losses import AgroParams, RebelParams
+from ascent.algorithms.gae import clipped_value_loss, compute_gae
+from ascent.algorithms.losses import AgroParams, RebelParams, group_pairs
+from ascent.config.schema import AlgorithmConfig
 
 
 def _t(x):
@@ -26,9 +25,18 @@ def seq_input(logp, old=None, ref=None, rewards=None, groups=None, v_star=None, 
     logp = torch.tensor(logp, dtype=torch.float32, requires_grad=True)
     mask = torch.ones_like(logp) if mask is None else _t(mask)
     inp = LossInput(
-        logprobs=logp, old_logprobs=logp.detach().clone() if old is None else _t(old), advantages=torch.zeros_like(logp), mask=mask,
-        num_tokens=float(mask.sum()), num_seqs=float(mask.shape[0]), norm_length=float(mask.shape[1]), ref_logprobs=_t(ref),
-        sampled_logprobs=_t(sampled), rewards=_t(rewards), group_index=None if groups is None else torch.tensor(groups), v_star=_t(v_star),
+        logprobs=logp,
+        old_logprobs=logp.detach().clone() if old is None else _t(old),
+        advantages=torch.zeros_like(logp),
+        mask=mask,
+        num_tokens=float(mask.sum()),
+        num_seqs=float(mask.shape[0]),
+        norm_length=float(mask.shape[1]),
+        ref_logprobs=_t(ref),
+        sampled_logprobs=_t(sampled),
+        rewards=_t(rewards),
+        group_index=None if groups is None else torch.tensor(groups),
+        v_star=_t(v_star),
     )
     return inp, logp
 
@@ -89,7 +97,11 @@ def test_rebel_with_tis_weights_each_pair():
     sampled[0][0] = -1.6  # pi_old / pi_sampler = exp(0.5) on sequence 0's first token
     inp, _ = seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK, sampled=sampled)
     weighted, _ = LOSSES.get("rebel")(inp, AlgorithmConfig(tis_cap=cap), params=RebelParams(eta=eta, pairs="adjacent"))
-    plain, _ = LOSSES.get("rebel")(seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK)[0], AlgorithmConfig(), params=RebelParams(eta=eta, pairs="adjacent"))
+    plain, _ = LOSSES.get("rebel")(
+        seq_input(LOGP, OLD, rewards=REWARDS, groups=GROUPS, mask=MASK)[0],
+        AlgorithmConfig(),
+        params=RebelParams(eta=eta, pairs="adjacent"),
+    )
     s = [sum((a - b) * m for a, b, m in zip(lp, o, mk)) for lp, o, mk in zip(LOGP, OLD, MASK)]
     err01 = ((s[0] - s[1]) / eta - (REWARDS[0] - REWARDS[1])) ** 2
     # only pair (0, 1) is reweighted, by min(exp(0.5), 1.5) = 1.5; it enters sequences 0 and 1 (2/5 of the mean)
@@ -143,12 +155,26 @@ def test_agro_consistency_is_zero_at_the_regularised_optimum():
     r, log_ref, log_star, _ = toy_distribution(beta=0.5)
     ys = [0, 1, 2, 3, 4, 3, 3, 0]  # any sample of generations, from any distribution (here: not pi*)
     cfg, params = AlgorithmConfig(), AgroParams(beta=0.5, score_coef=1.0)
-    inp, logp = seq_input([[float(log_star[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], groups=[0] * len(ys))
+    inp, logp = seq_input(
+        [[float(log_star[y])] for y in ys],
+        ref=[[float(log_ref[y])] for y in ys],
+        rewards=[float(r[y]) for y in ys],
+        groups=[0] * len(ys),
+    )
     loss, m = LOSSES.get("agro")(inp, cfg, params=params)
     loss.backward()
     assert abs(loss.item()) < 1e-10 and m["loss/agro_consistency"] < 1e-10
     assert logp.grad.abs().max() < 1e-6
-    at_ref, _ = LOSSES.get("agro")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], groups=[0] * len(ys))[0], cfg, params=params)
+    at_ref, _ = LOSSES.get("agro")(
+        seq_input(
+            [[float(log_ref[y])] for y in ys],
+            ref=[[float(log_ref[y])] for y in ys],
+            rewards=[float(r[y]) for y in ys],
+            groups=[0] * len(ys),
+        )[0],
+        cfg,
+        params=params,
+    )
     assert at_ref.item() > 1e-2  # pi_ref itself is not consistent
 
 
@@ -161,7 +187,18 @@ def test_agro_converges_to_the_optimum_from_off_policy_data():
     cfg, params = AlgorithmConfig(), AgroParams(beta=beta)
     for _ in range(400):
         logp = torch.log_softmax(theta, -1)[:, None]  # (5, 1): generation k has log pi(k)
-        inp = LossInput(logprobs=logp, old_logprobs=logp.detach(), advantages=torch.zeros(5, 1), mask=torch.ones(5, 1), num_tokens=5.0, num_seqs=5.0, norm_length=1.0, ref_logprobs=log_ref[:, None], rewards=r, group_index=torch.zeros(5, dtype=torch.long))
+        inp = LossInput(
+            logprobs=logp,
+            old_logprobs=logp.detach(),
+            advantages=torch.zeros(5, 1),
+            mask=torch.ones(5, 1),
+            num_tokens=5.0,
+            num_seqs=5.0,
+            norm_length=1.0,
+            ref_logprobs=log_ref[:, None],
+            rewards=r,
+            group_index=torch.zeros(5, dtype=torch.long),
+        )
         opt.zero_grad()
         LOSSES.get("agro")(inp, cfg, params=params)[0].backward()
         opt.step()
@@ -204,11 +241,25 @@ def test_a_star_po_is_zero_at_the_optimum():
     beta = 0.5
     r, log_ref, log_star, v_star = toy_distribution(beta=beta)
     ys = [0, 1, 2, 3, 4]
-    inp, logp = seq_input([[float(log_star[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], v_star=[float(v_star)] * 5)
+    inp, logp = seq_input(
+        [[float(log_star[y])] for y in ys],
+        ref=[[float(log_ref[y])] for y in ys],
+        rewards=[float(r[y]) for y in ys],
+        v_star=[float(v_star)] * 5,
+    )
     loss, _ = LOSSES.get("a_star_po")(inp, AlgorithmConfig(), params=AStarParams(beta=beta))
     loss.backward()
     assert abs(loss.item()) < 1e-10 and logp.grad.abs().max() < 1e-5
-    off, _ = LOSSES.get("a_star_po")(seq_input([[float(log_ref[y])] for y in ys], ref=[[float(log_ref[y])] for y in ys], rewards=[float(r[y]) for y in ys], v_star=[float(v_star)] * 5)[0], AlgorithmConfig(), params=AStarParams(beta=beta))
+    off, _ = LOSSES.get("a_star_po")(
+        seq_input(
+            [[float(log_ref[y])] for y in ys],
+            ref=[[float(log_ref[y])] for y in ys],
+            rewards=[float(r[y]) for y in ys],
+            v_star=[float(v_star)] * 5,
+        )[0],
+        AlgorithmConfig(),
+        params=AStarParams(beta=beta),
+    )
     assert off.item() > 1e-2
 
 
@@ -221,7 +272,17 @@ def distil_input(student_logits, teacher_logits, mask):
     ids = torch.zeros(z.shape[:2], dtype=torch.long)
     logp = logits.gather(-1, ids[..., None]).squeeze(-1)
     m = torch.tensor(mask)
-    inp = LossInput(logprobs=logp, old_logprobs=logp.detach(), advantages=torch.zeros_like(m), mask=m, num_tokens=float(m.sum()), num_seqs=float(m.shape[0]), norm_length=float(m.shape[1]), logits=logits, teacher_logprobs=torch.log_softmax(torch.tensor(teacher_logits), -1))
+    inp = LossInput(
+        logprobs=logp,
+        old_logprobs=logp.detach(),
+        advantages=torch.zeros_like(m),
+        mask=m,
+        num_tokens=float(m.sum()),
+        num_seqs=float(m.shape[0]),
+        norm_length=float(m.shape[1]),
+        logits=logits,
+        teacher_logprobs=torch.log_softmax(torch.tensor(teacher_logits), -1),
+    )
     return inp, z
 
 
@@ -237,7 +298,10 @@ def test_distil_is_the_forward_cross_entropy():
         q = np.exp(student[0][t]) / np.exp(student[0][t]).sum()
         ce.append(-(p * np.log(q)).sum())
     assert loss.item() == pytest.approx(np.mean(ce), rel=1e-6)
-    kl = [c + (p * np.log(p)).sum() for c, p in zip(ce, [np.exp(teacher[0][t]) / np.exp(teacher[0][t]).sum() for t in (1, 2)])]
+    kl = [
+        c + (p * np.log(p)).sum()
+        for c, p in zip(ce, [np.exp(teacher[0][t]) / np.exp(teacher[0][t]).sum() for t in (1, 2)])
+    ]
     assert m["loss/distil_kl"] == pytest.approx(np.mean(kl), rel=1e-5)
 
 
@@ -287,7 +351,13 @@ def gae_case():
 @pytest.mark.parametrize("gamma,lam", [(1.0, 0.95), (0.99, 0.9), (0.9, 0.0)])
 def test_gae_matches_numpy_loop(gamma, lam):
     rewards, values, mask = gae_case()
-    inp = AdvantageInput(rewards=rewards, valid=torch.ones(3, dtype=torch.bool), group_index=torch.arange(3), mask=mask, extras={"values": values})
+    inp = AdvantageInput(
+        rewards=rewards,
+        valid=torch.ones(3, dtype=torch.bool),
+        group_index=torch.arange(3),
+        mask=mask,
+        extras={"values": values},
+    )
     adv = ADVANTAGES.resolve(f"gae(gamma={gamma}, lam={lam}, whiten=false)")(inp, AlgorithmConfig())
     want = gae_numpy(values.numpy(), rewards.numpy(), mask.numpy(), gamma, lam)
     assert np.allclose(adv.numpy(), want, atol=1e-6)
@@ -298,7 +368,13 @@ def test_gae_matches_numpy_loop(gamma, lam):
 def test_gae_lambda_one_is_monte_carlo_minus_value_and_whitening():
     rewards, values, mask = gae_case()
     valid = torch.tensor([True, True, False])
-    inp = AdvantageInput(rewards=torch.tensor([1.0, 0.0, float("nan")]), valid=valid, group_index=torch.arange(3), mask=mask, extras={"values": values})
+    inp = AdvantageInput(
+        rewards=torch.tensor([1.0, 0.0, float("nan")]),
+        valid=valid,
+        group_index=torch.arange(3),
+        mask=mask,
+        extras={"values": values},
+    )
     adv = ADVANTAGES.resolve("gae(gamma=1, lam=1, whiten=false)")(inp, AlgorithmConfig())
     assert torch.allclose(adv[:2], (rewards[:2, None] - values[:2]) * mask[:2], atol=1e-6)  # A_t = R - V_t
     assert torch.equal(adv[2], torch.zeros(8))  # failed reward: no advantage

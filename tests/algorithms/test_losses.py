@@ -282,7 +282,9 @@ def test_pg_gradient_is_minus_advantage_times_grad_logp():
 
 def test_pg_gradient_wrt_logprobs():
     lp = leaf([[-0.3, -1.2, -2.0]])
-    loss, _ = LOSSES.get("pg")(loss_input(lp, [[0.0] * 3], [[2.0, -1.0, 5.0]], mask=[[1.0, 1.0, 0.0]]), AlgorithmConfig())
+    loss, _ = LOSSES.get("pg")(
+        loss_input(lp, [[0.0] * 3], [[2.0, -1.0, 5.0]], mask=[[1.0, 1.0, 0.0]]), AlgorithmConfig()
+    )
     loss.backward()
     assert loss.item() == pytest.approx((2.0 * 0.3 - 1.2) / 2, abs=1e-6)
     assert torch.allclose(lp.grad, torch.tensor([[-1.0, 0.5, 0.0]]))
@@ -317,7 +319,9 @@ def test_kl_term_only_with_coef_and_reference(name):
 def test_kl_term_gradient_reaches_logprobs():
     # pg with zero advantages: only the k1 KL term is left; d/dlogp of coef * mean(logp - ref) = coef / tokens
     lp = leaf([[-0.5, -1.0]])
-    loss, _ = LOSSES.get("pg")(loss_input(lp, [[0.0, 0.0]], [[0.0, 0.0]], ref=[[-1.0, -1.0]]), AlgorithmConfig(kl_coef=0.3, kl_estimator="k1"))
+    loss, _ = LOSSES.get("pg")(
+        loss_input(lp, [[0.0, 0.0]], [[0.0, 0.0]], ref=[[-1.0, -1.0]]), AlgorithmConfig(kl_coef=0.3, kl_estimator="k1")
+    )
     loss.backward()
     assert torch.allclose(lp.grad, torch.tensor([[0.15, 0.15]]))
 
@@ -389,5 +393,15 @@ def test_ppo_clip_matches_loop_reference(mode):
         num_tokens, num_seqs, norm_length = float(mask.sum()) + 3, float(N) + 1, 6.0
         inp = LossInput(lp, old, adv, mask, num_tokens, num_seqs, norm_length, ref_logprobs=ref)
         loss, _ = LOSSES.get("ppo_clip")(inp, cfg)
-        want = loop_ppo(lp.tolist(), old.tolist(), adv.tolist(), mask.tolist(), None if ref is None else ref.tolist(), cfg, num_tokens, num_seqs, norm_length)
+        want = loop_ppo(
+            lp.tolist(),
+            old.tolist(),
+            adv.tolist(),
+            mask.tolist(),
+            None if ref is None else ref.tolist(),
+            cfg,
+            num_tokens,
+            num_seqs,
+            norm_length,
+        )
         assert loss.item() == pytest.approx(want, rel=1e-5, abs=1e-6), (mode, trial)

@@ -17,7 +17,14 @@ import pytest
 import torch
 
 from ascent.algorithms import ADVANTAGES, AdvantageInput
-from ascent.algorithms.turn_advantages import ExploreGroupParams, ProgressParams, SerlParams, TreeParams, progress_contributions, tree_values
+from ascent.algorithms.turn_advantages import (
+    ExploreGroupParams,
+    ProgressParams,
+    SerlParams,
+    TreeParams,
+    progress_contributions,
+    tree_values,
+)
 from ascent.config import load_config
 from ascent.config.schema import AlgorithmConfig
 from ascent.typed import ConfigError
@@ -44,8 +51,8 @@ def make_batch(trajs, rewards, groups=None, valid=None, kinds=None, feedback=Non
     for i, texts in enumerate(trajs):
         for t, _ in enumerate(texts):
             start = 1 + (TOK + 1) * t
-            turn_index[i, start:start + TOK] = t
-            mask[i, start:start + TOK] = 1.0
+            turn_index[i, start : start + TOK] = t
+            mask[i, start : start + TOK] = 1.0
             prefix[i, t] = zlib.crc32("\x00".join(texts[: t + 1]).encode())
             kind[i, t] = kinds[i][t] if kinds else int(t < len(texts) - 1)
             if feedback is not None:
@@ -92,7 +99,11 @@ def group_std(i, rewards, groups, valid):
 def node(i, depth, trajs, rewards, groups, valid):
     """(mean outcome, count) of the valid trajectories of i's group whose first depth+1 turns equal i's (depth -1: root)."""
     key = trajs[i][: depth + 1]
-    members = [j for j in range(len(trajs)) if groups[j] == groups[i] and valid[j] and len(trajs[j]) > depth and trajs[j][: depth + 1] == key]
+    members = [
+        j
+        for j in range(len(trajs))
+        if groups[j] == groups[i] and valid[j] and len(trajs[j]) > depth and trajs[j][: depth + 1] == key
+    ]
     return sum(rewards[j] for j in members) / len(members), len(members)
 
 
@@ -103,7 +114,10 @@ def tree_ref(trajs, rewards, groups, valid, normalize, eps=CFG.std_eps):
             out.append([0.0] * len(texts))
             continue
         sd = group_std(i, rewards, groups, valid)
-        row = [node(i, t, trajs, rewards, groups, valid)[0] - node(i, t - 1, trajs, rewards, groups, valid)[0] for t in range(len(texts))]
+        row = [
+            node(i, t, trajs, rewards, groups, valid)[0] - node(i, t - 1, trajs, rewards, groups, valid)[0]
+            for t in range(len(texts))
+        ]
         out.append([0.0 if sd == 0 else a / (sd + eps if normalize else 1.0) for a in row])
     return out
 
@@ -128,7 +142,9 @@ def grpo_seq_ref(rewards, groups, valid, eps=CFG.std_eps):
     out = []
     for i in range(len(rewards)):
         vals = [rewards[j] for j in range(len(rewards)) if groups[j] == groups[i] and valid[j]]
-        out.append(0.0 if not valid[i] else (rewards[i] - sum(vals) / len(vals)) / (group_std(i, rewards, groups, valid) + eps))
+        out.append(
+            0.0 if not valid[i] else (rewards[i] - sum(vals) / len(vals)) / (group_std(i, rewards, groups, valid) + eps)
+        )
     return out
 
 
@@ -152,9 +168,19 @@ def explore_ref(kinds, feedback, rewards, groups, valid, coef, eps=CFG.std_eps):
         for t, k in enumerate(row):
             if not valid[i] or k < 0:
                 continue
-            pool = [ret[j][u] for j in range(len(kinds)) if groups[j] == groups[i] and valid[j] for u in range(len(kinds[j])) if kinds[j][u] == k]
+            pool = [
+                ret[j][u]
+                for j in range(len(kinds))
+                if groups[j] == groups[i] and valid[j]
+                for u in range(len(kinds[j]))
+                if kinds[j][u] == k
+            ]
             mu = sum(pool) / len(pool)
-            sd = 0.0 if len(pool) < 2 or all(x == pool[0] for x in pool) else math.sqrt(sum((x - mu) ** 2 for x in pool) / (len(pool) - 1))
+            sd = (
+                0.0
+                if len(pool) < 2 or all(x == pool[0] for x in pool)
+                else math.sqrt(sum((x - mu) ** 2 for x in pool) / (len(pool) - 1))
+            )
             out[i][t] = 0.0 if sd == 0 else (ret[i][t] - mu) / (sd + eps)
     return out
 
@@ -294,7 +320,9 @@ def test_progress_prior_spreads_credit_past_the_branch():
     sharp = per_turn(run("progress(prior=0, normalize=false)", inp), inp)[0]
     spread = per_turn(run("progress", inp, ProgressParams(prior=1.0, normalize=False)), inp)[0]
     assert sharp == pytest.approx([0.5, 0.0, 0.0, 0.0])
-    assert spread == pytest.approx([0.25, 0.125, 0.0625, 0.0625])  # halves toward the outcome, the last turn closes the gap
+    assert spread == pytest.approx(
+        [0.25, 0.125, 0.0625, 0.0625]
+    )  # halves toward the outcome, the last turn closes the gap
     assert sum(spread) == pytest.approx(0.5)
 
 
@@ -306,8 +334,12 @@ def test_serl_hand_values():
     adv = per_turn(run("serl(strength=1, temperature=1)", inp), inp)
     a = 0.5 / (math.sqrt(0.5) + CFG.std_eps)  # GRPO of (1, 0)
     e = math.e
-    assert adv[0] == pytest.approx([a * 2 / (1 + e), a * 2 * e / (1 + e)], abs=1e-6)  # success: credit to the well-rated turn
-    assert adv[1] == pytest.approx([-a * 2 * e / (1 + e), -a * 2 / (1 + e)], abs=1e-6)  # failure: blame on the badly rated turn
+    assert adv[0] == pytest.approx(
+        [a * 2 / (1 + e), a * 2 * e / (1 + e)], abs=1e-6
+    )  # success: credit to the well-rated turn
+    assert adv[1] == pytest.approx(
+        [-a * 2 * e / (1 + e), -a * 2 / (1 + e)], abs=1e-6
+    )  # failure: blame on the badly rated turn
 
 
 @pytest.mark.parametrize("lam,tau", [(0.5, 1.0), (1.0, 0.3), (0.2, 2.0)])
@@ -368,14 +400,22 @@ def test_explore_group_normalises_the_kinds_separately():
     # each (group, kind) pool: mean 0 and unbiased std ~1 (or all 0 when flat)
     for g in set(groups):
         for k in (0, 1):
-            pool = [adv[i][t] for i in range(len(trajs)) if groups[i] == g and valid[i] for t in range(len(trajs[i])) if kinds[i][t] == k]
+            pool = [
+                adv[i][t]
+                for i in range(len(trajs))
+                if groups[i] == g and valid[i]
+                for t in range(len(trajs[i]))
+                if kinds[i][t] == k
+            ]
             if len(pool) > 1 and any(pool):
                 mu = sum(pool) / len(pool)
                 assert mu == pytest.approx(0.0, abs=1e-5)
                 assert math.sqrt(sum((x - mu) ** 2 for x in pool) / (len(pool) - 1)) == pytest.approx(1.0, abs=1e-4)
     # scaling and shifting the step rewards of the task turns leaves the exploratory advantages unchanged
     fb2 = [[x if kinds[i][t] == 1 else 10.0 * x - 3.0 + (i % 3) for t, x in enumerate(row)] for i, row in enumerate(fb)]
-    adv2 = per_turn(run("explore_group", make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb2), cfg), inp)
+    adv2 = per_turn(
+        run("explore_group", make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb2), cfg), inp
+    )
     explore = [(i, t) for i in range(len(trajs)) for t in range(len(trajs[i])) if kinds[i][t] == 1]
     task = [(i, t) for i in range(len(trajs)) for t in range(len(trajs[i])) if kinds[i][t] == 0 and valid[i]]
     assert [adv2[i][t] for i, t in explore] == [adv[i][t] for i, t in explore]
@@ -402,7 +442,13 @@ def test_invalid_samples_get_zero_and_do_not_count(name):
     adv = run(name, inp)
     assert torch.all(adv[2] == 0) and torch.all(adv[7] == 0)
     keep = [i for i in range(len(trajs)) if valid[i]]
-    sub = make_batch([trajs[i] for i in keep], [rewards[i] for i in keep], [groups[i] for i in keep], kinds=[kinds[i] for i in keep], feedback=[fb[i] for i in keep])
+    sub = make_batch(
+        [trajs[i] for i in keep],
+        [rewards[i] for i in keep],
+        [groups[i] for i in keep],
+        kinds=[kinds[i] for i in keep],
+        feedback=[fb[i] for i in keep],
+    )
     sub_adv = run(name, sub)
     for row, i in enumerate(keep):
         width = sub_adv.shape[1]
@@ -422,8 +468,18 @@ def test_tokens_outside_turns_get_zero(name):
     assert torch.all(run(name, inp)[:, 1] == 0)
 
 
-@pytest.mark.parametrize("name,key", [("tree", "turn_prefix"), ("tree", "turn_index"), ("progress", "turn_prefix"), ("serl", "turn_rewards"),
-                                      ("serl", "turn_index"), ("explore_group", "turn_kind"), ("explore_group", "turn_index")])
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("tree", "turn_prefix"),
+        ("tree", "turn_index"),
+        ("progress", "turn_prefix"),
+        ("serl", "turn_rewards"),
+        ("serl", "turn_index"),
+        ("explore_group", "turn_kind"),
+        ("explore_group", "turn_index"),
+    ],
+)
 def test_missing_extra_is_named(name, key):
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
     del inp.extras[key]
@@ -457,8 +513,12 @@ def test_tree_rejects_gaps_and_bad_knobs():
     inp.extras["turn_prefix"][0, 1] = -1
     with pytest.raises(ValueError, match="turn t without turn t-1"):
         run("tree", inp)
-    for spec, what in [("progress(prior=-1)", "prior must be >= 0"), ("serl(strength=1.5)", "strength must be in"),
-                       ("serl(strength=-0.1)", "strength must be in"), ("serl(temperature=0)", "temperature must be > 0")]:
+    for spec, what in [
+        ("progress(prior=-1)", "prior must be >= 0"),
+        ("serl(strength=1.5)", "strength must be in"),
+        ("serl(strength=-0.1)", "strength must be in"),
+        ("serl(temperature=0)", "temperature must be > 0"),
+    ]:
         with pytest.raises(ConfigError, match=what):
             ADVANTAGES.resolve(spec)
         with pytest.raises(ConfigError, match=rf"algorithm.advantage {spec.split('(')[0]}: {what}"):
@@ -473,7 +533,9 @@ def test_tree_rejects_gaps_and_bad_knobs():
 def test_registered_with_requirements(name):
     fn = ADVANTAGES.get(name)
     assert "turn_index" in fn.requires
-    assert fn.__doc__.strip() and not re.search(r"#\d", fn.__doc__)  # papers cited by name (docs/references.md), not by number
+    assert fn.__doc__.strip() and not re.search(
+        r"#\d", fn.__doc__
+    )  # papers cited by name (docs/references.md), not by number
     assert ADVANTAGES.entry(name).params is not None
 
 

@@ -10,15 +10,33 @@ import yaml
 from ascent.app.compare import Variant, compare, mean_std, parse_vary, read_variants, results_table
 from ascent.config.loader import ConfigError
 
-TINY = ["model.hidden_size=32", "model.num_layers=1", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-        "warmstart.steps=4", "warmstart.batch_size=16", "warmstart.eval_every=0", "train.steps=2", "train.eval_every=1", "train.prompts_per_step=4",
-        "rollout.samples_per_prompt=4", "eval.pass_k=2", "data.num_eval=20", "data.num_train=200"]
+TINY = [
+    "model.hidden_size=32",
+    "model.num_layers=1",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "warmstart.steps=4",
+    "warmstart.batch_size=16",
+    "warmstart.eval_every=0",
+    "train.steps=2",
+    "train.eval_every=1",
+    "train.prompts_per_step=4",
+    "rollout.samples_per_prompt=4",
+    "eval.pass_k=2",
+    "data.num_eval=20",
+    "data.num_train=200",
+]
 
 
 def test_vary_is_a_cartesian_product_and_file_variants_keep_types(tmp_path):
     vs = parse_vary(["algorithm.advantage=grpo,rloo", "algorithm.clip_high=0.2,0.28"])
-    assert len(vs) == 4 and vs[1] == Variant("advantage=grpo,clip_high=0.28", ("algorithm.advantage=grpo", "algorithm.clip_high=0.28"))
-    (tmp_path / "v.yaml").write_text(yaml.safe_dump({"dapo": {"algorithm.clip_high": 0.28, "algorithm.filter": "dapo"}, "grpo": None}))
+    assert len(vs) == 4 and vs[1] == Variant(
+        "advantage=grpo,clip_high=0.28", ("algorithm.advantage=grpo", "algorithm.clip_high=0.28")
+    )
+    (tmp_path / "v.yaml").write_text(
+        yaml.safe_dump({"dapo": {"algorithm.clip_high": 0.28, "algorithm.filter": "dapo"}, "grpo": None})
+    )
     dapo, grpo = read_variants(tmp_path / "v.yaml")
     assert dapo.overrides == ("algorithm.clip_high=0.28", "algorithm.filter=dapo") and grpo.overrides == ()
     with pytest.raises(ConfigError, match="KEY=V1,V2"):
@@ -27,17 +45,36 @@ def test_vary_is_a_cartesian_product_and_file_variants_keep_types(tmp_path):
 
 def test_vary_splits_values_at_top_level_commas_only(tmp_path):
     vs = parse_vary(["algorithm.advantage=grpo,taco(alpha=0.5, floor=0.2),rloo", "algorithm.loss=ppo_clip,gspo"])
-    assert [v.overrides[0] for v in vs[::2]] == ["algorithm.advantage=grpo", "algorithm.advantage=taco(alpha=0.5, floor=0.2)", "algorithm.advantage=rloo"]
+    assert [v.overrides[0] for v in vs[::2]] == [
+        "algorithm.advantage=grpo",
+        "algorithm.advantage=taco(alpha=0.5, floor=0.2)",
+        "algorithm.advantage=rloo",
+    ]
     assert vs[2].name == "advantage=taco(alpha=0.5, floor=0.2),loss=ppo_clip"
-    assert [v.overrides for v in parse_vary(["algorithm.advantage=taco(alpha=0.5),grpo"])] == [("algorithm.advantage=taco(alpha=0.5)",), ("algorithm.advantage=grpo",)]
+    assert [v.overrides for v in parse_vary(["algorithm.advantage=taco(alpha=0.5),grpo"])] == [
+        ("algorithm.advantage=taco(alpha=0.5)",),
+        ("algorithm.advantage=grpo",),
+    ]
     with pytest.raises(ConfigError, match="variant 'advantage=taco\\(alpha=-1\\)'"):
         compare("default", [], ["algorithm.advantage=grpo,taco(alpha=-1)"], None, 1, "x", 1, str(tmp_path))
 
 
 def test_table_reports_mean_std_and_delta_to_the_first_variant():
     assert mean_std([0.5, 0.7]) == pytest.approx((0.6, 0.1414213), rel=1e-5)
-    agg = [{"variant": "grpo", "seeds": [0, 1], "accuracy_after_rl": {"mean": 0.5, "std": 0.1}, "seconds_per_rl_step": {"mean": 0.2, "std": 0.0}},
-           {"variant": "rloo", "seeds": [0, 1], "accuracy_after_rl": {"mean": 0.6, "std": 0.0}, "seconds_per_rl_step": {"mean": 0.3, "std": 0.0}}]
+    agg = [
+        {
+            "variant": "grpo",
+            "seeds": [0, 1],
+            "accuracy_after_rl": {"mean": 0.5, "std": 0.1},
+            "seconds_per_rl_step": {"mean": 0.2, "std": 0.0},
+        },
+        {
+            "variant": "rloo",
+            "seeds": [0, 1],
+            "accuracy_after_rl": {"mean": 0.6, "std": 0.0},
+            "seconds_per_rl_step": {"mean": 0.3, "std": 0.0},
+        },
+    ]
     table = results_table(agg, 0.4)
     assert "| rloo | 0.600 ± 0.000 | +0.100 |" in table and "0.400" in table
 

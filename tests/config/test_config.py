@@ -40,7 +40,17 @@ def test_round_trip_through_dict():
 
 
 def test_dotted_overrides():
-    cfg = load_config("default", ["train.optim.lr=0.0001", "rollout.temperature=0.7", "train.steps=12", "algorithm.dual_clip=3", "reward=[exact_answer, last_number]", "reward_weights=[1, 0.5]"])
+    cfg = load_config(
+        "default",
+        [
+            "train.optim.lr=0.0001",
+            "rollout.temperature=0.7",
+            "train.steps=12",
+            "algorithm.dual_clip=3",
+            "reward=[exact_answer, last_number]",
+            "reward_weights=[1, 0.5]",
+        ],
+    )
     assert cfg.train.optim.lr == pytest.approx(1e-4)
     assert cfg.rollout.temperature == pytest.approx(0.7)
     assert cfg.train.steps == 12 and isinstance(cfg.train.steps, int)
@@ -182,7 +192,11 @@ def test_override_below_scalar():
 
 
 def test_parse_overrides_nesting_and_yaml_scalars():
-    assert parse_overrides(["a.b.c=1", "a.b.d=x", "a.e=true", "f=", "g=[1, 2]"]) == {"a": {"b": {"c": 1, "d": "x"}, "e": True}, "f": None, "g": [1, 2]}
+    assert parse_overrides(["a.b.c=1", "a.b.d=x", "a.e=true", "f=", "g=[1, 2]"]) == {
+        "a": {"b": {"c": 1, "d": "x"}, "e": True},
+        "f": None,
+        "g": [1, 2],
+    }
 
 
 def test_rollouts_not_divisible_by_mini_batches():
@@ -221,7 +235,14 @@ def test_other_cross_field_checks(overrides, needle):
 def test_derived_numbers():
     cfg = load_config(
         "default",
-        ["train.prompts_per_step=4", "rollout.samples_per_prompt=8", "algorithm.mini_batches=2", "algorithm.ppo_epochs=2", "train.micro_batch_size=5", "train.steps=10"],
+        [
+            "train.prompts_per_step=4",
+            "rollout.samples_per_prompt=8",
+            "algorithm.mini_batches=2",
+            "algorithm.ppo_epochs=2",
+            "train.micro_batch_size=5",
+            "train.steps=10",
+        ],
     )
     d = derived(cfg)
     assert d.prompts_per_step == 4
@@ -239,14 +260,17 @@ def test_derived_exact_micro_batches():
     assert derived(cfg).micro_batches_per_optimizer_step == 2  # 16 / 8 exactly, no extra
 
 
-@pytest.mark.parametrize("override,message", [
-    ("algorithm.loss=rebel(eta=0)", "eta must be > 0"),
-    ("algorithm.advantage=gae(lam=1.5)", "lam must be in"),
-    ("algorithm.advantage=taco(floor=0)", "floor must be in"),
-    ("algorithm.loss=a_star_po(k=0)", "k must be >= 1"),
-    ("algorithm.loss=distil", "needs a teacher"),
-    ("algorithm.filter=dapo(max_refill_rounds=-1)", "max_refill_rounds must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("algorithm.loss=rebel(eta=0)", "eta must be > 0"),
+        ("algorithm.advantage=gae(lam=1.5)", "lam must be in"),
+        ("algorithm.advantage=taco(floor=0)", "floor must be in"),
+        ("algorithm.loss=a_star_po(k=0)", "k must be >= 1"),
+        ("algorithm.loss=distil", "needs a teacher"),
+        ("algorithm.filter=dapo(max_refill_rounds=-1)", "max_refill_rounds must be >= 0"),
+    ],
+)
 def test_technique_knobs_are_range_checked(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config("default", [override])
@@ -261,7 +285,10 @@ def test_rollout_precision_checks():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert load_config("default", ["rollout.precision=bfloat16", "algorithm.tis_cap=2.0"]).rollout.precision == "bfloat16"
+        assert (
+            load_config("default", ["rollout.precision=bfloat16", "algorithm.tis_cap=2.0"]).rollout.precision
+            == "bfloat16"
+        )
         assert load_config("default").rollout.precision == "model"
 
 
@@ -284,21 +311,26 @@ def test_rollout_attention_checks():
     assert load_config("default", ["rollout.backend=hf"]).rollout.attention == "auto"
 
 
-@pytest.mark.parametrize("override,new", [
-    ("algorithm.rebel_eta=0.5", "algorithm.loss=rebel(eta=0.5)"),
-    ("algorithm.a_star_k=4", "algorithm.loss=a_star_po(k=4)"),
-    ("algorithm.teacher=runs/t", "algorithm.loss=distil(teacher=runs/t)"),
-    ("algorithm.dynamic_sampling=true", "algorithm.filter=dapo"),
-    ("algorithm.max_refill_rounds=2", "algorithm.filter=dapo(max_refill_rounds=2)"),
-    ("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"),
-])
+@pytest.mark.parametrize(
+    "override,new",
+    [
+        ("algorithm.rebel_eta=0.5", "algorithm.loss=rebel(eta=0.5)"),
+        ("algorithm.a_star_k=4", "algorithm.loss=a_star_po(k=4)"),
+        ("algorithm.teacher=runs/t", "algorithm.loss=distil(teacher=runs/t)"),
+        ("algorithm.dynamic_sampling=true", "algorithm.filter=dapo"),
+        ("algorithm.max_refill_rounds=2", "algorithm.filter=dapo(max_refill_rounds=2)"),
+        ("algorithm.gae_lambda=0.9", "algorithm.advantage=gae(lam=0.9)"),
+    ],
+)
 def test_old_flat_knobs_fail_naming_the_new_spelling(override, new):
     with pytest.raises(ConfigError, match=re.escape(new)):
         load_config("default", [override])
 
 
 def test_piece_specs_in_both_spellings_resolve_to_one_canonical_string():
-    a = load_config("default", ["algorithm.loss=a_star_po(k=4, beta=0.5)", "algorithm.filter=dapo(max_refill_rounds=2)"])
+    a = load_config(
+        "default", ["algorithm.loss=a_star_po(k=4, beta=0.5)", "algorithm.filter=dapo(max_refill_rounds=2)"]
+    )
     b = load_config("default", ["algorithm.loss.a_star_po.k=4", "algorithm.filter.dapo.max_refill_rounds=2"])
     assert a.algorithm.loss == b.algorithm.loss == "a_star_po(k=4)"  # beta=0.5 is the default: dropped
     assert a.algorithm.filter == b.algorithm.filter == "dapo(max_refill_rounds=2)"

@@ -10,7 +10,9 @@ import pytest
 from ascent.envs.tools import ToolSet, format_results, parse_tool_calls, tool, truncate, validate
 
 
-def lookup(key: str, limit: int = 3, mode: Literal["exact", "fuzzy"] = "exact", tags: Optional[list[str]] = None) -> dict:
+def lookup(
+    key: str, limit: int = 3, mode: Literal["exact", "fuzzy"] = "exact", tags: Optional[list[str]] = None
+) -> dict:
     """Look a key up.
 
     Args:
@@ -50,7 +52,11 @@ def test_schema_from_hints_and_docstring(tools):
         "additionalProperties": False,
     }
     assert t.spec()["function"]["name"] == "lookup"
-    declared = tool(lambda q: q, name="echo", parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]})
+    declared = tool(
+        lambda q: q,
+        name="echo",
+        parameters={"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    )
     assert declared.name == "echo" and declared.parameters["required"] == ["q"]
     with pytest.raises(TypeError, match="no type hint"):
         tool(lambda q: q)
@@ -60,7 +66,9 @@ def test_good_call_runs(tools):
     [r] = tools.run("Let me look. " + call("lookup", '{"key": "a", "tags": ["x"], "mode": "fuzzy"}'))
     assert r.ok and r.error is None and r.name == "lookup"
     assert r.output == '{"key": "a", "limit": 3, "mode": "fuzzy", "tags": ["x"]}'
-    [r] = tools.run('<tool_call>{"name": "lookup", "arguments": "{\\"key\\": \\"b\\"}"}</tool_call>')  # OpenAI-style string
+    [r] = tools.run(
+        '<tool_call>{"name": "lookup", "arguments": "{\\"key\\": \\"b\\"}"}</tool_call>'
+    )  # OpenAI-style string
     assert r.ok and '"key": "b"' in r.output
 
 
@@ -70,20 +78,23 @@ def test_parsing_several_calls_and_no_call():
     assert parse_tool_calls("just text") == []
 
 
-@pytest.mark.parametrize("text, kind, message", [
-    ('<tool_call>{"name": "lookup", "arguments": {"key": }</tool_call>', "malformed", "invalid JSON"),
-    ('<tool_call>["lookup"]</tool_call>', "malformed", 'expected {"name"'),
-    ('<tool_call>{"name": "lookup", "arguments": [1]}</tool_call>', "malformed", "arguments must be a JSON object"),
-    ('<tool_call>{"name": "lookup", "arguments": {"key": "a"}}', "malformed", "without a closing </tool_call>"),
-    (call("nope", "{}"), "unknown_tool", "unknown tool 'nope'; available tools: lookup, boom"),
-    (call("lookup", "{}"), "bad_arguments", "missing required argument 'key'"),
-    (call("lookup", '{"key": 1}'), "bad_arguments", "key must be of type string, got int"),
-    (call("lookup", '{"key": "a", "limit": true}'), "bad_arguments", "limit must be of type integer, got bool"),
-    (call("lookup", '{"key": "a", "mode": "x"}'), "bad_arguments", "mode must be one of ['exact', 'fuzzy']"),
-    (call("lookup", '{"key": "a", "tags": [1]}'), "bad_arguments", "tags[0] must be of type string"),
-    (call("lookup", '{"key": "a", "colour": 1}'), "bad_arguments", "unknown argument 'colour'"),
-    (call("boom", '{"x": 1}'), "raised", "tool 'boom' raised ZeroDivisionError: division by zero"),
-])
+@pytest.mark.parametrize(
+    "text, kind, message",
+    [
+        ('<tool_call>{"name": "lookup", "arguments": {"key": }</tool_call>', "malformed", "invalid JSON"),
+        ('<tool_call>["lookup"]</tool_call>', "malformed", 'expected {"name"'),
+        ('<tool_call>{"name": "lookup", "arguments": [1]}</tool_call>', "malformed", "arguments must be a JSON object"),
+        ('<tool_call>{"name": "lookup", "arguments": {"key": "a"}}', "malformed", "without a closing </tool_call>"),
+        (call("nope", "{}"), "unknown_tool", "unknown tool 'nope'; available tools: lookup, boom"),
+        (call("lookup", "{}"), "bad_arguments", "missing required argument 'key'"),
+        (call("lookup", '{"key": 1}'), "bad_arguments", "key must be of type string, got int"),
+        (call("lookup", '{"key": "a", "limit": true}'), "bad_arguments", "limit must be of type integer, got bool"),
+        (call("lookup", '{"key": "a", "mode": "x"}'), "bad_arguments", "mode must be one of ['exact', 'fuzzy']"),
+        (call("lookup", '{"key": "a", "tags": [1]}'), "bad_arguments", "tags[0] must be of type string"),
+        (call("lookup", '{"key": "a", "colour": 1}'), "bad_arguments", "unknown argument 'colour'"),
+        (call("boom", '{"x": 1}'), "raised", "tool 'boom' raised ZeroDivisionError: division by zero"),
+    ],
+)
 def test_errors_become_observations(tools, text, kind, message):
     [r] = tools.run(text)
     assert not r.ok and r.error == kind
@@ -149,7 +160,10 @@ def test_limits_on_output_and_calls():
 
 
 def test_validate_nested():
-    schema = {"type": "object", "properties": {"p": {"type": "object", "properties": {"q": {"type": "number"}}, "required": ["q"]}}}
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "object", "properties": {"q": {"type": "number"}}, "required": ["q"]}},
+    }
     assert validate({"p": {"q": 1.5}}, schema) == []
     assert validate({"p": {"q": "no"}}, schema) == ["p.q must be of type number, got str"]
     assert validate([], schema) == ["arguments must be of type object, got list"]

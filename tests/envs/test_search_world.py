@@ -78,7 +78,10 @@ def test_episode_info_records_calls_docs_and_support(world):
     name = world.entities[q.subject].name
     r = env.step(call("search", query=name) + call("open", doc_id=q.evidence[1]) + call("open", doc_id="doc-999"))
     assert not r.done and r.info == {"tool_calls": 3, "tool_errors": 1}
-    assert f"[{q.subject}] {name}:" in r.observation and "Error: tool 'open' raised ValueError: no document 'doc-999'" in r.observation
+    assert (
+        f"[{q.subject}] {name}:" in r.observation
+        and "Error: tool 'open' raised ValueError: no document 'doc-999'" in r.observation
+    )
     end = env.step(f"<answer>{q.answer.upper()}</answer>")
     assert end.done and end.reward == 1.0
     i = end.info
@@ -92,7 +95,12 @@ def test_unsupported_and_wrong_answers(world):
     env = SearchWorldEnv(world)
     env.reset(q)
     guess = env.step(f"<answer>{q.answer}</answer>")  # right, but nothing was retrieved
-    assert guess.reward == 1.0 and guess.info["correct"] and not guess.info["supported"] and guess.info["evidence_recall"] == 0.0
+    assert (
+        guess.reward == 1.0
+        and guess.info["correct"]
+        and not guess.info["supported"]
+        and guess.info["evidence_recall"] == 0.0
+    )
     env.reset(q)
     env.step(call("open", doc_id=q.subject))
     wrong = env.step("<answer>Nobody</answer>")
@@ -108,7 +116,12 @@ def test_text_stays_in_the_alphabet_without_blank_lines(world):
 
     env = SearchWorldEnv(world)
     q = world.questions(1, hops=3)[0]
-    texts = [env.reset(q).text, env.step(call("search", query=q.question) + call("open", doc_id="doc-001") + call("open", doc_id="x")).observation]
+    texts = [
+        env.reset(q).text,
+        env.step(
+            call("search", query=q.question) + call("open", doc_id="doc-001") + call("open", doc_id="x")
+        ).observation,
+    ]
     texts += [d.text + d.title for d in world.docs.values()]
     for text in texts:
         assert set(text) <= set(ALPHABET) and "\n\n" not in text
@@ -122,17 +135,29 @@ def run_oracle(world, questions, n=1, **kw):
 
     tok = with_chat_template(char_tokenizer(ALPHABET))
     engine = ScriptedEngine(tok, OracleAgent(world, questions, **kw))
-    return rollout(engine, Policy(model=None, tokenizer=tok), questions, lambda: SearchWorldEnv(world, prompt="Q: {question}"), AgentConfig(max_turns=12, max_turn_tokens=200, max_total_tokens=6000), n=n)
+    return rollout(
+        engine,
+        Policy(model=None, tokenizer=tok),
+        questions,
+        lambda: SearchWorldEnv(world, prompt="Q: {question}"),
+        AgentConfig(max_turns=12, max_turn_tokens=200, max_total_tokens=6000),
+        n=n,
+    )
 
 
 def test_oracle_agent_solves_and_misbehaves_on_request(world):
     questions = world.questions(4, hops=2, seed=7)
     perfect = run_oracle(world, questions, p_guess=0.0, p_redundant=0.0)
-    assert all(t.reward == 1.0 and t.info["supported"] and t.info["evidence_recall"] == 1.0 and t.info["num_tool_calls"] == 4 for t in perfect)
+    assert all(
+        t.reward == 1.0 and t.info["supported"] and t.info["evidence_recall"] == 1.0 and t.info["num_tool_calls"] == 4
+        for t in perfect
+    )
     guesses = run_oracle(world, questions, p_guess=1.0)
     assert all(t.info["num_tool_calls"] == 0 and not t.info["supported"] and len(t.turns) == 1 for t in guesses)
     redundant = run_oracle(world, questions, p_guess=0.0, p_redundant=1.0)
     assert all(t.reward == 1.0 and t.info["num_tool_calls"] == 6 for t in redundant)
     mixed = run_oracle(world, questions, n=4, p_guess=0.5, p_redundant=0.5, seed=1)
     calls = [t.info["num_tool_calls"] for t in mixed]
-    assert len(set(calls)) > 1 and calls == [t.info["num_tool_calls"] for t in run_oracle(world, questions, n=4, p_guess=0.5, p_redundant=0.5, seed=1)]
+    assert len(set(calls)) > 1 and calls == [
+        t.info["num_tool_calls"] for t in run_oracle(world, questions, n=4, p_guess=0.5, p_redundant=0.5, seed=1)
+    ]

@@ -12,8 +12,20 @@ import string
 import pytest
 
 from ascent.envs import check_env
-from ascent.envs.textworld_env import (ACTION_CLOSE, ACTION_OPEN, NO_COMMAND, SIZES, STOP_STRINGS, GameSpec, TextWorldEnv, clean_feedback,
-                                       game_specs, make_game, parse_command, spec_key)
+from ascent.envs.textworld_env import (
+    ACTION_CLOSE,
+    ACTION_OPEN,
+    NO_COMMAND,
+    SIZES,
+    STOP_STRINGS,
+    GameSpec,
+    TextWorldEnv,
+    clean_feedback,
+    game_specs,
+    make_game,
+    parse_command,
+    spec_key,
+)
 
 HAVE_TW = importlib.util.find_spec("textworld") is not None
 needs_tw = pytest.mark.skipif(not HAVE_TW, reason="textworld is not installed (pip install 'ascent[agents]')")
@@ -37,16 +49,19 @@ def small_game(cache):
 # ---------------------------------------------------------------------------------------------------------
 # parsing and specs (no textworld needed)
 # ---------------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("text,cmd", [
-    ("<action>take key from box</action>", "take key from box"),
-    ("I will go.\n<action> Go   North. </action> and more", "go north"),
-    ("<action>open chest", "open chest"),  # stopped before the closing tag
-    ("look\ninventory", "look"),  # no tags: the first non-empty line
-    ("\n\n  `examine door`  \n", "examine door"),
-    ("<action>\n\n</action>", None),
-    ("", None),
-    ("<action>" + "x" * 500 + "</action>", "x" * 120),
-])
+@pytest.mark.parametrize(
+    "text,cmd",
+    [
+        ("<action>take key from box</action>", "take key from box"),
+        ("I will go.\n<action> Go   North. </action> and more", "go north"),
+        ("<action>open chest", "open chest"),  # stopped before the closing tag
+        ("look\ninventory", "look"),  # no tags: the first non-empty line
+        ("\n\n  `examine door`  \n", "examine door"),
+        ("<action>\n\n</action>", None),
+        ("", None),
+        ("<action>" + "x" * 500 + "</action>", "x" * 120),
+    ],
+)
 def test_parse_command(text, cmd):
     assert parse_command(text) == cmd
 
@@ -130,7 +145,11 @@ def test_bad_commands_get_observations_not_crashes(cache, small_game):
     assert empty.observation == NO_COMMAND and empty.reward == 0.0 and not empty.done and empty.info["command"] is None
     for meta in ("restart", "quit", "save", "script", "xyzzy"):  # interpreter meta-commands never reach the game
         res = env.step(act(meta))
-        assert res.observation.startswith("Error: unknown command") and not res.info["known_verb"] and res.info["moves"] == 0
+        assert (
+            res.observation.startswith("Error: unknown command")
+            and not res.info["known_verb"]
+            and res.info["moves"] == 0
+        )
     nonsense = env.step(act("take the moon"))  # a known verb with an unknown object: the game's own answer
     assert nonsense.info["known_verb"] and nonsense.reward == 0.0 and not nonsense.done and nonsense.observation
     assert ">" not in nonsense.observation and "-=" not in nonsense.observation.split("\n")[-1]

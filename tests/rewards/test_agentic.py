@@ -39,8 +39,12 @@ def test_answer_em_and_f1():
 
 
 def trace_batch(calls, correct):
-    return dict(prompts=[""] * len(calls), completions=[""] * len(calls), answer=["A"] * len(calls),
-                agent_info=[info("A" if ok else "B", calls=c) for c, ok in zip(calls, correct)])
+    return dict(
+        prompts=[""] * len(calls),
+        completions=[""] * len(calls),
+        answer=["A"] * len(calls),
+        agent_info=[info("A" if ok else "B", calls=c) for c, ok in zip(calls, correct)],
+    )
 
 
 def test_trace_reward_values_and_monotone_reference():
@@ -52,7 +56,9 @@ def test_trace_reward_values_and_monotone_reference():
     for calls in ([6, 6], [1, 1], [9, 9], [0, 0], [5, 5]):
         t(**trace_batch(calls, [True, True]))
         refs.append(t.ref)
-    assert refs == pytest.approx([3.0, 3.0, 2.0, 2.0, 1.0, 1.0]), "ref <- max(floor, min(ref, (ref + mean) / 2)): only tightens, down to the floor"
+    assert refs == pytest.approx([3.0, 3.0, 2.0, 2.0, 1.0, 1.0]), (
+        "ref <- max(floor, min(ref, (ref + mean) / 2)): only tightens, down to the floor"
+    )
 
 
 def test_trace_reference_initialisation():
@@ -84,7 +90,9 @@ def test_trace_state_survives_through_the_runner():
     b = RewardRunner(["answer_em", "trace(rate=1.0)"])
     assert a.fns[1] is not b.fns[1], "each runner owns its stateful reward"
     batches = [trace_batch([5, 7], [True, True]), trace_batch([2, 2], [True, False]), trace_batch([3, 1], [True, True])]
-    score = lambda r, x: r.score(x["prompts"], x["completions"], [{"answer": g, "agent_info": i} for g, i in zip(x["answer"], x["agent_info"])]).rewards.tolist()  # noqa: E731
+    score = lambda r, x: r.score(
+        x["prompts"], x["completions"], [{"answer": g, "agent_info": i} for g, i in zip(x["answer"], x["agent_info"])]
+    ).rewards.tolist()  # noqa: E731
     score(a, batches[0])
     b.load_state_dict(a.state_dict())
     assert b.state_dict() == a.state_dict() == {"1:trace(rate=1.0)": {"ref": 6.0, "batches": 1}}
@@ -95,10 +103,24 @@ def test_trace_state_survives_through_the_runner():
 
 def test_source_consistency():
     sc = REWARDS.get("source_consistency")
-    texts = [["<answer>X</answer><source>external</source>"], ["<answer>X</answer> <source>external</source>"],
-             ["<answer>X</answer><source>internal</source>"], ["<answer>X</answer><source>Internal</source>"],
-             ["<answer>X</answer>"], ["I give up"], ["<answer>X</answer><source>external</source>"]]
-    infos = [info("X", True), info("X", False), info("X", False), info("X", True), info("X", True), info(None, False), {"answer": "X"}]
+    texts = [
+        ["<answer>X</answer><source>external</source>"],
+        ["<answer>X</answer> <source>external</source>"],
+        ["<answer>X</answer><source>internal</source>"],
+        ["<answer>X</answer><source>Internal</source>"],
+        ["<answer>X</answer>"],
+        ["I give up"],
+        ["<answer>X</answer><source>external</source>"],
+    ]
+    infos = [
+        info("X", True),
+        info("X", False),
+        info("X", False),
+        info("X", True),
+        info("X", True),
+        info(None, False),
+        {"answer": "X"},
+    ]
     assert sc([""] * 7, [""] * 7, agent_info=infos, agent_turn_texts=texts) == [1.0, 0.0, 1.0, 0.0, 0.0, 0.0, None]
     assert sc([""], [""], agent_info=[info("X", True)], agent_turn_texts=[["<answer>X</answer>"]], missing=0.5) == [0.5]
 
@@ -108,10 +130,19 @@ def test_citation_rubric_two_hops():
     ev, titles = ["doc-001", "doc-007"], ["Kalo Miran", "Silthar Labs"]
     seen = info("Velmor", calls=3, retrieved=["doc-001", "doc-003"], opened=["doc-007"])
     full = ["I found Silthar Labs", "<answer>Velmor</answer> <cite>doc-001, doc-007</cite>"]
-    partial = ["<answer>Velmor</answer> <cite>doc-001 doc-009</cite>"]  # cites one seen doc + one unseen; no bridge named
+    partial = [
+        "<answer>Velmor</answer> <cite>doc-001 doc-009</cite>"
+    ]  # cites one seen doc + one unseen; no bridge named
     unseen = ["Silthar Labs <cite>doc-007</cite>", "<answer>Nobody</answer>"]
-    out = cr([""] * 3, [""] * 3, answer=["Velmor"] * 3, evidence=[ev] * 3, evidence_titles=[titles] * 3,
-             agent_info=[seen, seen, info("Nobody", retrieved=["doc-001"])], agent_turn_texts=[full, partial, unseen])
+    out = cr(
+        [""] * 3,
+        [""] * 3,
+        answer=["Velmor"] * 3,
+        evidence=[ev] * 3,
+        evidence_titles=[titles] * 3,
+        agent_info=[seen, seen, info("Nobody", retrieved=["doc-001"])],
+        agent_turn_texts=[full, partial, unseen],
+    )
     # items: cite doc-001, cite doc-007, name the bridge "Silthar Labs", chain (all + correct)
     assert out == pytest.approx([4 / 4, 1 / 4, 1 / 4])
     assert cr([""], [""], evidence=[None]) == [None]
@@ -119,7 +150,12 @@ def test_citation_rubric_two_hops():
 
 def test_evidence_recall():
     er = REWARDS.get("evidence_recall")
-    out = er([""] * 3, [""] * 3, evidence=[["a", "b", "c"], ["a"], []], agent_info=[info(retrieved=["a", "x"], opened=["c"]), info(), info()])
+    out = er(
+        [""] * 3,
+        [""] * 3,
+        evidence=[["a", "b", "c"], ["a"], []],
+        agent_info=[info(retrieved=["a", "x"], opened=["c"]), info(), info()],
+    )
     assert out[:2] == pytest.approx([2 / 3, 0.0]) and out[2] is None
 
 
@@ -134,26 +170,57 @@ def test_igpo_turn_rewards_and_total_gain():
 
 def test_meta_tags():
     s = call("search", query="a")
-    texts = ["<plan>search then open</plan><explore>" + s, "<explore>" + s, "<reflect>that failed</reflect>" + call("open", doc_id="d"), "<answer>A</answer>"]
-    infos = [{"tool_calls": 1, "tool_errors": 0}, {"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {"answer": "A"}]
+    texts = [
+        "<plan>search then open</plan><explore>" + s,
+        "<explore>" + s,
+        "<reflect>that failed</reflect>" + call("open", doc_id="d"),
+        "<answer>A</answer>",
+    ]
+    infos = [
+        {"tool_calls": 1, "tool_errors": 0},
+        {"tool_calls": 1, "tool_errors": 1},
+        {"tool_calls": 1, "tool_errors": 0},
+        {"answer": "A"},
+    ]
     # plan in turn 0 + success: 1; explore new call: 1; explore repeated call: -1; reflect after a tool error: 1
     assert tag_scores(texts, infos, success=True) == [1.0, 1.0, -1.0, 1.0]
     assert tag_scores(texts, infos, success=False) == [0.0, 1.0, -1.0, 1.0]
-    assert tag_scores(["<reflect>hm</reflect>" + s, "<reflect/>"], [{"tool_calls": 1, "tool_errors": 0}, {}], True) == [0.0, 0.0]
+    assert tag_scores(["<reflect>hm</reflect>" + s, "<reflect/>"], [{"tool_calls": 1, "tool_errors": 0}, {}], True) == [
+        0.0,
+        0.0,
+    ]
     mt = REWARDS.get("meta_tags")
-    out = mt(["", "", ""], ["", "", ""], answer=["A", "A", "A"], agent_info=[{"answer": "A"}, {"answer": "A"}, None],
-             agent_turn_texts=[texts, ["<answer>A</answer>"], None], agent_turn_infos=[infos, [{}], None])
+    out = mt(
+        ["", "", ""],
+        ["", "", ""],
+        answer=["A", "A", "A"],
+        agent_info=[{"answer": "A"}, {"answer": "A"}, None],
+        agent_turn_texts=[texts, ["<answer>A</answer>"], None],
+        agent_turn_infos=[infos, [{}], None],
+    )
     assert out[:2] == pytest.approx([(1 + 1 - 1 + 1) / 4, 0.0]) and out[2] is None
 
 
 def test_round_discount():
     rd = REWARDS.get("round_discount")
-    fields = dict(answer=["A", "A", "A", "A"], agent_info=[{"answer": "A"}, {"answer": "A"}, {"answer": "B"}, {}],
-                  agent_turns=[[(0, 1)], [(0, 1), (2, 3), (4, 5)], [(0, 1), (2, 3)], [(0, 1), (2, 3)]],
-                  agent_finish_reason=["done", "done", "done", "max_turns"])
+    fields = dict(
+        answer=["A", "A", "A", "A"],
+        agent_info=[{"answer": "A"}, {"answer": "A"}, {"answer": "B"}, {}],
+        agent_turns=[[(0, 1)], [(0, 1), (2, 3), (4, 5)], [(0, 1), (2, 3)], [(0, 1), (2, 3)]],
+        agent_finish_reason=["done", "done", "done", "max_turns"],
+    )
     assert rd([""] * 4, [""] * 4, gamma=0.5, **fields) == pytest.approx([1.0, 0.25, 0.0, 0.0])
     assert rd([""], ["<answer>A</answer>"], gamma=0.5, answer=["A"]) == [1.0], "single-turn rows: 0 rounds"
-    f1 = rd([""], [""], gamma=0.9, reward="answer_f1", answer=["x y"], agent_info=[{"answer": "x"}], agent_turns=[[(0, 1), (1, 2)]], agent_finish_reason=["done"])
+    f1 = rd(
+        [""],
+        [""],
+        gamma=0.9,
+        reward="answer_f1",
+        answer=["x y"],
+        agent_info=[{"answer": "x"}],
+        agent_turns=[[(0, 1), (1, 2)]],
+        agent_finish_reason=["done"],
+    )
     assert f1 == pytest.approx([0.9 * (2 * 1 * 0.5 / 1.5)])
     with pytest.raises(ValueError, match="gamma"):
         rd([""], [""], gamma=0.0)

@@ -228,13 +228,23 @@ def test_row_fields_reach_function_as_keyword_lists(rfile):
 # ---------------------------------------------------------------------------------------------------------
 def test_exact_answer():
     fn = REWARDS.get("exact_answer")
-    assert fn(["q"] * 5, [" 42 \n", "42.0", "4 2", "42", "7"], answer=["42", "42", "42", 42, None]) == [1.0, 0.0, 0.0, 1.0, None]
+    assert fn(["q"] * 5, [" 42 \n", "42.0", "4 2", "42", "7"], answer=["42", "42", "42", 42, None]) == [
+        1.0,
+        0.0,
+        0.0,
+        1.0,
+        None,
+    ]
     assert fn(["q"], ["42"]) == [None]  # no answer column: no opinion
 
 
 def test_last_number():
     fn = REWARDS.get("last_number")
-    out = fn(["q"] * 5, ["the sum is 1,234", "12 then 13", "no digits", "x = -3.0", "about 0.5."], answer=["1234", "12", "5", "-3", "0.5"])
+    out = fn(
+        ["q"] * 5,
+        ["the sum is 1,234", "12 then 13", "no digits", "x = -3.0", "about 0.5."],
+        answer=["1234", "12", "5", "-3", "0.5"],
+    )
     assert out == [1.0, 0.0, 0.0, 1.0, 1.0]
     assert fn(["q"], ["7"], answer=["seven"]) == [None]  # non-numeric answer: no opinion
     assert fn(["q"], ["7"]) == [None]

@@ -27,15 +27,35 @@ from ascent.rewards.shaping import (
     parse_confidence,
 )
 
-NEW = ["confidence", "brier", "ccc", "darl", "gated_diversity", "base_and_bonus", "format", "overlong", "constraints", "lp_solver"]
+NEW = [
+    "confidence",
+    "brier",
+    "ccc",
+    "darl",
+    "gated_diversity",
+    "base_and_bonus",
+    "format",
+    "overlong",
+    "constraints",
+    "lp_solver",
+]
 
 
 def test_all_registered():
     """Each name is registered to the very function whose values this file checks by hand (a names-only check
     would pass with a name bound to the wrong function); the runner cases below check them by name as well."""
-    functions = {"confidence": confidence, "brier": brier, "ccc": ccc, "darl": darl, "gated_diversity": gated_diversity,
-                 "base_and_bonus": base_and_bonus, "format": format_reward, "overlong": overlong,
-                 "constraints": constraints_reward, "lp_solver": lp_solver}
+    functions = {
+        "confidence": confidence,
+        "brier": brier,
+        "ccc": ccc,
+        "darl": darl,
+        "gated_diversity": gated_diversity,
+        "base_and_bonus": base_and_bonus,
+        "format": format_reward,
+        "overlong": overlong,
+        "constraints": constraints_reward,
+        "lp_solver": lp_solver,
+    }
     assert list(functions) == NEW
     assert {name: REWARDS.get(name) for name in NEW} == functions
 
@@ -87,7 +107,9 @@ def test_confidence_hand_values():
     assert out[4] is None
     # source="verbal" ignores the log-prob; the matcher is a keyword
     assert confidence(_p(1), ["12"], answer=["12"], completion_logprob=[math.log(0.5)], source="verbal") == [1.0]
-    assert confidence(_p(2), ["12 confidence: 1", "x 12 confidence: 1"], answer=["12", "12"], matcher="exact_answer") == [1.5, -0.5]
+    assert confidence(
+        _p(2), ["12 confidence: 1", "x 12 confidence: 1"], answer=["12", "12"], matcher="exact_answer"
+    ) == [1.5, -0.5]
 
 
 def test_confidence_orders_correct_over_wrong_and_by_confidence():
@@ -152,7 +174,11 @@ def test_ccc_leave_one_out_hand_values():
     assert out[:3] == pytest.approx([4 / 7 - 1 / 3, 4 / 7 - 2 / 3, 4 / 7 - 1 / 3])
     assert out[3] == 0.0  # unparsable: left out of the CCC, `unparsable` (0)
     assert out[4] is None  # no answer
-    loo_ref = [_slow_ccc([1, 2, 3], [2, 3, 4]) - _slow_ccc([a for j, a in enumerate([1, 2, 3]) if j != i], [b for j, b in enumerate([2, 3, 4]) if j != i]) for i in range(3)]
+    loo_ref = [
+        _slow_ccc([1, 2, 3], [2, 3, 4])
+        - _slow_ccc([a for j, a in enumerate([1, 2, 3]) if j != i], [b for j, b in enumerate([2, 3, 4]) if j != i])
+        for i in range(3)
+    ]
     assert out[:3] == pytest.approx(loo_ref)
     assert ccc(_p(2), ["1", "x"], answer=["1", "2"], unparsable=-1.0)[1] == -1.0
 
@@ -227,12 +253,21 @@ def test_gated_diversity_wrong_never_gets_bonus_and_diverse_beats_identical():
 def test_base_and_bonus_hand_values_and_zero_base():
     out = base_and_bonus(_p(4), ["12", "the answer is 12", "13", "x"], answer=["12", "12", "12", "12"])
     assert out == [1.0, 0.5, 0.0, 0.0]  # base last_number, bonus format, alpha 0.5
-    assert base_and_bonus(_p(2), ["12", "the answer is 12"], answer=["12", "12"], alpha=0.2) == pytest.approx([1.0, 0.2])
+    assert base_and_bonus(_p(2), ["12", "the answer is 12"], answer=["12", "12"], alpha=0.2) == pytest.approx(
+        [1.0, 0.2]
+    )
     # zero base: zero reward whatever the bonus
     for alpha in (0.0, 0.3, 1.0):
         assert base_and_bonus(_p(2), ["13", "13"], answer=["12", "12"], bonus="format", alpha=alpha) == [0.0, 0.0]
     # specs with arguments for both parts
-    out = base_and_bonus(_p(2), ["7 apples", "7"], answer=["7", "7"], base="last_number", bonus="format(pattern='\\\\d+ apples')", alpha=0.0)
+    out = base_and_bonus(
+        _p(2),
+        ["7 apples", "7"],
+        answer=["7", "7"],
+        base="last_number",
+        bonus="format(pattern='\\\\d+ apples')",
+        alpha=0.0,
+    )
     assert out == [1.0, 0.0]
     with pytest.raises(ValueError):
         base_and_bonus(_p(1), ["1"], answer=["1"], alpha=1.5)
@@ -276,7 +311,9 @@ def test_constraints_share_satisfied():
     assert constraints_reward(_p(1), [text], constraints=[cons]) == [0.75]
     assert constraints_reward(_p(1), [text], constraints=[cons], aggregate="all") == [0.0]
     assert constraints_reward(_p(1), [text], constraints=[cons[:2]], aggregate="all") == [1.0]
-    assert constraints_reward(_p(1), [text], constraints=[[{"type": "contains", "value": "WORLD", "case_sensitive": True}]]) == [0.0]
+    assert constraints_reward(
+        _p(1), [text], constraints=[[{"type": "contains", "value": "WORLD", "case_sensitive": True}]]
+    ) == [0.0]
     assert constraints_reward(_p(3), [text] * 3, constraints=[None, [], '[{"type": "no_commas"}]']) == [None, None, 0.0]
 
 
@@ -318,13 +355,24 @@ def test_lp_solver_scores():
     out = lp_solver(_p(8), comps, answer=answers)
     assert out[:7] == pytest.approx([1.0, 1.0, 1.0, 0.1, 0.1, 0.0, 0.3]) and out[7] is None
     weights = dict(parse_weight=0.2, feasible_weight=0.3, objective_weight=0.5)
-    assert lp_solver(_p(3), [LP_OK, LP_OK, LP_UNBOUNDED], answer=["12", "1", "1"], **weights) == pytest.approx([1.0, 0.5, 0.2])
+    assert lp_solver(_p(3), [LP_OK, LP_OK, LP_UNBOUNDED], answer=["12", "1", "1"], **weights) == pytest.approx(
+        [1.0, 0.5, 0.2]
+    )
 
 
 def test_lp_solver_never_raises_on_garbage():
     rng = random.Random(3)
     alphabet = "maximizeMINsubjectto xy0123456789+-*/<>=≤:\n.,()e"
-    garbage = ["", "maximize", "maximize\n", "maximize x\nx <= 1e999", "max 1e400x", "maximize x\nthis is prose", "min x\nfree 3", "maximize 0x\n0 <= -1"]
+    garbage = [
+        "",
+        "maximize",
+        "maximize\n",
+        "maximize x\nx <= 1e999",
+        "max 1e400x",
+        "maximize x\nthis is prose",
+        "min x\nfree 3",
+        "maximize 0x\n0 <= -1",
+    ]
     garbage += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 60))) for _ in range(300)]
     garbage += ["maximize " + "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 60))) for _ in range(300)]
     out = lp_solver(_p(len(garbage)), garbage, answer=["1"] * len(garbage))
@@ -336,23 +384,69 @@ def test_lp_solver_never_raises_on_garbage():
 
 
 RUNNER_CASES = [
-    ("confidence(weight=0.25, matcher='last_number')", ["5 confidence: 0.8", "6 confidence: 0.8"], [{"answer": "5"}] * 2, [1.2, -0.2]),
+    (
+        "confidence(weight=0.25, matcher='last_number')",
+        ["5 confidence: 0.8", "6 confidence: 0.8"],
+        [{"answer": "5"}] * 2,
+        [1.2, -0.2],
+    ),
     ("brier(source='verbal', missing_penalty=0.5)", ["5 confidence: 0.8", "5"], [{"answer": "5"}] * 2, [0.96, 0.5]),
     ("ccc(attribution='batch')", ["1", "2", "3"], [{"answer": a} for a in ("2", "3", "4")], [4 / 7] * 3),
-    ("darl(lo=0.1, hi=0.9, bonus=0.5, against='reference')", ["a b c d", "a b c x"], [{"answer": "a b c d"}] * 2, [1.0, 1.25]),
-    ("gated_diversity(bonus=1.0, across_weight=0.0)", ["p q 4", "r s 4", "3"], [{"answer": "4"}] * 3, [1 + 2 / 3, 1 + 2 / 3, 0.0]),
-    ("base_and_bonus(base='exact_answer', bonus='format', alpha=0.25)", ["4", "04x"], [{"answer": "4"}, {"answer": "04x"}], [1.0, 0.25]),
+    (
+        "darl(lo=0.1, hi=0.9, bonus=0.5, against='reference')",
+        ["a b c d", "a b c x"],
+        [{"answer": "a b c d"}] * 2,
+        [1.0, 1.25],
+    ),
+    (
+        "gated_diversity(bonus=1.0, across_weight=0.0)",
+        ["p q 4", "r s 4", "3"],
+        [{"answer": "4"}] * 3,
+        [1 + 2 / 3, 1 + 2 / 3, 0.0],
+    ),
+    (
+        "base_and_bonus(base='exact_answer', bonus='format', alpha=0.25)",
+        ["4", "04x"],
+        [{"answer": "4"}, {"answer": "04x"}],
+        [1.0, 0.25],
+    ),
     ("format(pattern='[a-z]+')", ["abc", "ab1"], [{}, {}], [1.0, 0.0]),
-    ("overlong(max_len=10, cache_len=4)", ["", "", ""], [{"completion_tokens": n} for n in (5, 8, 12)], [0.0, -0.5, -1.0]),
-    ("constraints(aggregate='mean')", ["one two"], [{"constraints": [{"type": "max_words", "value": 1}, {"type": "contains", "value": "two"}]}], [0.5]),
-    ("lp_solver(rtol=0.01, parse_weight=0.0)", [LP_OK, LP_UNBOUNDED], [{"answer": "12.05"}, {"answer": "1"}], [0.9, 0.0]),
+    (
+        "overlong(max_len=10, cache_len=4)",
+        ["", "", ""],
+        [{"completion_tokens": n} for n in (5, 8, 12)],
+        [0.0, -0.5, -1.0],
+    ),
+    (
+        "constraints(aggregate='mean')",
+        ["one two"],
+        [{"constraints": [{"type": "max_words", "value": 1}, {"type": "contains", "value": "two"}]}],
+        [0.5],
+    ),
+    (
+        "lp_solver(rtol=0.01, parse_weight=0.0)",
+        [LP_OK, LP_UNBOUNDED],
+        [{"answer": "12.05"}, {"answer": "1"}],
+        [0.9, 0.0],
+    ),
 ]
 
 
-@pytest.mark.parametrize("spec,completions,fields,expected", RUNNER_CASES, ids=[c[0].split("(")[0] for c in RUNNER_CASES])
+@pytest.mark.parametrize(
+    "spec,completions,fields,expected", RUNNER_CASES, ids=[c[0].split("(")[0] for c in RUNNER_CASES]
+)
 def test_through_runner_with_spec_arguments(spec, completions, fields, expected):
     n = len(completions)
-    fields = [{"group": i % 2 if spec.startswith("darl") else 0, "completion_logprob": -0.1, "finished": True, "completion_tokens": 3, **f} for i, f in enumerate(fields)]
+    fields = [
+        {
+            "group": i % 2 if spec.startswith("darl") else 0,
+            "completion_logprob": -0.1,
+            "finished": True,
+            "completion_tokens": 3,
+            **f,
+        }
+        for i, f in enumerate(fields)
+    ]
     runner = RewardRunner([spec, "format"], weights=[1.0, 0.0])
     res = runner.score(["q"] * n, completions, fields)
     assert runner.failure_log == []

@@ -20,7 +20,9 @@ def ids_of(tokenizer, prompts=PROMPTS):
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 6), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 6), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 @pytest.mark.parametrize("backend", ["ascent", "cached", "hf"])
@@ -69,7 +71,9 @@ def test_eos_stops_sequences(backend, uniform_policy, tokenizer):
     model = uniform_policy.model
     bias = torch.nn.functional.one_hot(torch.tensor(tokenizer.eos_token_id), len(tokenizer)).float() * 2.0
     hook = model.lm_head.register_forward_hook(lambda m, i, o: o + bias)
-    gen = make_engine(backend).generate(model, ids_of(tokenizer), 64, settings(tokenizer, max_new_tokens=40), torch.Generator().manual_seed(0))
+    gen = make_engine(backend).generate(
+        model, ids_of(tokenizer), 64, settings(tokenizer, max_new_tokens=40), torch.Generator().manual_seed(0)
+    )
     hook.remove()
     p = math.exp(2) / (math.exp(2) + len(tokenizer) - 1)
     assert gen.finished.float().mean() > 0.99
@@ -98,7 +102,9 @@ def test_sampled_logprobs_match_teacher_forced(backend, temperature, tiny_policy
 
 def test_group_samples_share_the_prompt(tiny_policy, tokenizer):
     ids = ids_of(tokenizer)
-    gen = make_engine("ascent").generate(tiny_policy.model, ids, 3, settings(tokenizer), torch.Generator().manual_seed(0))
+    gen = make_engine("ascent").generate(
+        tiny_policy.model, ids, 3, settings(tokenizer), torch.Generator().manual_seed(0)
+    )
     batch = assemble(PROMPTS, ids, [{"k": i} for i in range(len(PROMPTS))], gen, 3, tokenizer)
     for i in range(len(batch)):
         p = ids[i // 3]
@@ -117,8 +123,12 @@ def test_top_k_top_p_filtering():
 
 def test_top_k_restricts_samples(tiny_policy, tokenizer):
     s = settings(tokenizer, top_k=1, max_new_tokens=6)
-    sampled = make_engine("ascent").generate(tiny_policy.model, ids_of(tokenizer), 2, s, torch.Generator().manual_seed(0))
-    greedy = make_engine("ascent").generate(tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer, temperature=0.0, max_new_tokens=6), None)
+    sampled = make_engine("ascent").generate(
+        tiny_policy.model, ids_of(tokenizer), 2, s, torch.Generator().manual_seed(0)
+    )
+    greedy = make_engine("ascent").generate(
+        tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer, temperature=0.0, max_new_tokens=6), None
+    )
     assert torch.equal(sampled.tokens, greedy.tokens)
 
 
@@ -132,7 +142,11 @@ def test_fast_decoder_matches_hf_forward_engine(temperature, tokenizer):
     s = settings(tokenizer, temperature=temperature, max_new_tokens=40)
     fast = make_engine("ascent").generate(model, ids_of(tokenizer), 16, s, torch.Generator().manual_seed(9))
     ref = make_engine("cached").generate(model, ids_of(tokenizer), 16, s, torch.Generator().manual_seed(9))
-    assert torch.equal(fast.tokens, ref.tokens) and torch.equal(fast.lengths, ref.lengths) and torch.equal(fast.finished, ref.finished)
+    assert (
+        torch.equal(fast.tokens, ref.tokens)
+        and torch.equal(fast.lengths, ref.lengths)
+        and torch.equal(fast.finished, ref.finished)
+    )
     assert torch.allclose(fast.logprobs, ref.logprobs, atol=1e-5)
     if temperature:
         assert 0.3 < float(fast.finished.float().mean()) < 1.0  # compaction happened, some rows ran to the end
@@ -144,7 +158,18 @@ def test_fast_decoder_supports_llama_gqa(tokenizer):
     from ascent.rollout.decoder import supports
 
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=True)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=64,
+            intermediate_size=96,
+            num_hidden_layers=2,
+            num_attention_heads=8,
+            num_key_value_heads=2,
+            max_position_embeddings=128,
+            tie_word_embeddings=True,
+        )
+    ).eval()
     assert supports(model)
     s = settings(tokenizer, temperature=0.0, max_new_tokens=12)
     fast = make_engine("ascent").generate(model, ids_of(tokenizer), 2, s, None)
@@ -233,7 +258,9 @@ def test_bf16_on_a_cpu_without_native_bf16_warns(monkeypatch, tiny_policy, token
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        make_engine("ascent", precision="bfloat16").generate(tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer), torch.Generator().manual_seed(0))
+        make_engine("ascent", precision="bfloat16").generate(
+            tiny_policy.model, ids_of(tokenizer), 2, settings(tokenizer), torch.Generator().manual_seed(0)
+        )
 
 
 @pytest.mark.parametrize("precision", ["model", "bfloat16"])
@@ -247,8 +274,19 @@ def test_fast_decoder_runs_lora_policies(precision, tokenizer):
     from ascent.rollout.decoder import supports
 
     base = tiny_qwen(tokenizer, seed=4, hidden=64, layers=2)
-    plain = make_engine("ascent").generate(base, ids_of(tokenizer), 4, settings(tokenizer, max_new_tokens=10), torch.Generator().manual_seed(2))
-    model = get_peft_model(base, LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], task_type="CAUSAL_LM")).eval()
+    plain = make_engine("ascent").generate(
+        base, ids_of(tokenizer), 4, settings(tokenizer, max_new_tokens=10), torch.Generator().manual_seed(2)
+    )
+    model = get_peft_model(
+        base,
+        LoraConfig(
+            r=4,
+            lora_alpha=8,
+            lora_dropout=0.0,
+            target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+            task_type="CAUSAL_LM",
+        ),
+    ).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:

@@ -24,14 +24,28 @@ def fresh_kernels(monkeypatch, tmp_path):
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 30), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 30), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 def qwen(tokenizer, hidden: int, heads: int, kv_heads: int, seed: int = 3):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256, tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return Qwen2ForCausalLM(cfg).eval()
 
 
@@ -56,21 +70,29 @@ def test_kernel_equals_torch_attention(heads, kv_heads, d, native, tokenizer):
     ref = dec.attend(q, keys[:b, :, :end], values[:b, :, :end], additive)
     assert ours.shape == ref.shape == (b, heads, 1, d)
     torch.testing.assert_close(ours, ref, atol=2e-6, rtol=1e-5)
-    torch.testing.assert_close(ours[4], values[4, :, end - 1].repeat_interleave(heads // kv_heads, 0)[:, None], atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        ours[4], values[4, :, end - 1].repeat_interleave(heads // kv_heads, 0)[:, None], atol=1e-6, rtol=0
+    )
 
 
 def test_kernel_rejects_a_mask_wider_than_the_cache(native, tokenizer):
     dec = Decoder(qwen(tokenizer, 32, 4, 2), attention="native")
     keys = values = torch.zeros((3, 2, 10, 8))
     with pytest.raises(ValueError, match="exceed the cache"):
-        dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 12), dtype=torch.bool), torch.empty(24))
+        dec.attend_native(
+            torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 12), dtype=torch.bool), torch.empty(24)
+        )
     with pytest.raises(ValueError, match="scratch"):
-        dec.attend_native(torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 10), dtype=torch.bool), torch.empty(19))
+        dec.attend_native(
+            torch.zeros((3, 4, 1, 8)), keys, values, torch.ones((3, 10), dtype=torch.bool), torch.empty(19)
+        )
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
 @pytest.mark.parametrize(("cap", "shards", "n_threads"), [(0, 1, 1), (6, 1, 1), (0, 2, 2)])
-def test_engine_samples_the_same_with_either_attention(temperature, cap, shards, n_threads, native, tokenizer, threads, monkeypatch):
+def test_engine_samples_the_same_with_either_attention(
+    temperature, cap, shards, n_threads, native, tokenizer, threads, monkeypatch
+):
     """Whole rollouts (compaction, continuous batching with per-row cache slots, two 1-thread shards): same
     tokens, log-probs within 1e-5, with the native kernel and with torch ops (both in the torch forward;
     the native whole step, which calls the kernel from C, is tested in test_native_step.py)."""
@@ -81,10 +103,14 @@ def test_engine_samples_the_same_with_either_attention(temperature, cap, shards,
     model = qwen(tokenizer, hidden=64, heads=4, kv_heads=2, seed=5)  # d = 16: the vector path
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     s = settings(tokenizer, temperature=temperature)
-    a = FastEngine(max_active_sequences=cap, shards=shards, attention="native", decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    a = FastEngine(max_active_sequences=cap, shards=shards, attention="native", decode_step="torch").generate(
+        model, ids, 4, s, torch.Generator().manual_seed(7)
+    )
     assert len(calls) >= 2 * 30  # every decode step of both layers
     calls.clear()
-    b = FastEngine(max_active_sequences=cap, shards=shards, attention="torch", decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    b = FastEngine(max_active_sequences=cap, shards=shards, attention="torch", decode_step="torch").generate(
+        model, ids, 4, s, torch.Generator().manual_seed(7)
+    )
     assert not calls
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
@@ -96,7 +122,9 @@ def test_a_multithreaded_step_keeps_torch_ops(native, tokenizer, threads, monkey
     threads(2)
     monkeypatch.setattr(Decoder, "attend_native", lambda *a: pytest.fail("the kernel ran on a 2-thread step"))
     monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
-    FastEngine(shards=1, attention="native").generate(qwen(tokenizer, 32, 4, 2), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
+    FastEngine(shards=1, attention="native").generate(
+        qwen(tokenizer, 32, 4, 2), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None
+    )
 
 
 def test_auto_uses_the_kernel_where_it_applies(native, tokenizer):

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from ascent.config.loader import ConfigError, load_config
-from ascent import kernels
 from ascent.rollout import SamplingSettings, make_engine
 from ascent.rollout.ascent_engine import FastEngine
 from ascent.rollout.decoder import Decoder
@@ -21,7 +20,19 @@ def qwen(tokenizer, hidden=64, heads=4, kv_heads=2, layers=2, seed=3):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
-    cfg = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden + 8, num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256, tie_word_embeddings=True, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden + 8,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return Qwen2ForCausalLM(cfg).eval()
 
 
@@ -29,12 +40,26 @@ def llama(tokenizer, hidden=48, heads=6, kv_heads=3, seed=4):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=100, num_hidden_layers=3, num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=256, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=100,
+        num_hidden_layers=3,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return LlamaForCausalLM(cfg).eval()
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 30), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 30), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 def filled_cache(dec: Decoder, rows: int, length: int, seed: int):
@@ -55,7 +80,7 @@ def test_packed_matrix_kernel_equals_a_matmul(m, n, k, native):
     assert packed.numel() == -(-n // 32) * 32 * k
     for b in (None, bias):
         want = x.double() @ w.double().T + (0 if b is None else b.double())
-        torch.testing.assert_close(native.linear(x, packed, n, b).double(), want, atol=1e-5 * k ** 0.5, rtol=1e-5)
+        torch.testing.assert_close(native.linear(x, packed, n, b).double(), want, atol=1e-5 * k**0.5, rtol=1e-5)
     with pytest.raises(ValueError, match="packed weight"):
         native.linear(x, packed, n + 40)
 
@@ -93,7 +118,9 @@ def test_native_step_equals_the_torch_forward(arch, per_row, native, one_thread,
 
 @pytest.mark.parametrize("temperature", [1.0, 0.0])
 @pytest.mark.parametrize(("cap", "shards", "n_threads"), [(0, 1, 1), (6, 1, 1), (0, 2, 2)])
-def test_engine_samples_the_same_with_the_native_step(temperature, cap, shards, n_threads, native, threads, tokenizer, monkeypatch):
+def test_engine_samples_the_same_with_the_native_step(
+    temperature, cap, shards, n_threads, native, threads, tokenizer, monkeypatch
+):
     """Whole rollouts (compaction, continuous batching, two 1-thread shards): same tokens, log-probs within
     1e-5, with the native step and with the torch forward; the native step ran at every decode step."""
     threads(n_threads)
@@ -103,10 +130,14 @@ def test_engine_samples_the_same_with_the_native_step(temperature, cap, shards, 
     model = qwen(tokenizer, seed=5)
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
     s = settings(tokenizer, temperature=temperature)
-    a = FastEngine(max_active_sequences=cap, shards=shards, decode_step="native").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    a = FastEngine(max_active_sequences=cap, shards=shards, decode_step="native").generate(
+        model, ids, 4, s, torch.Generator().manual_seed(7)
+    )
     assert len(calls) >= 30
     calls.clear()
-    b = FastEngine(max_active_sequences=cap, shards=shards, decode_step="torch").generate(model, ids, 4, s, torch.Generator().manual_seed(7))
+    b = FastEngine(max_active_sequences=cap, shards=shards, decode_step="torch").generate(
+        model, ids, 4, s, torch.Generator().manual_seed(7)
+    )
     assert not calls
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.lengths, b.lengths)
     torch.testing.assert_close(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
@@ -120,10 +151,14 @@ def test_native_step_logprobs_match_the_learner(native, one_thread, tokenizer):
 
     model = llama(tokenizer)
     ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
-    gen = FastEngine(decode_step="native").generate(model, ids, 3, settings(tokenizer, max_new_tokens=12, ignore_eos=True), torch.Generator().manual_seed(1))
+    gen = FastEngine(decode_step="native").generate(
+        model, ids, 3, settings(tokenizer, max_new_tokens=12, ignore_eos=True), torch.Generator().manual_seed(1)
+    )
     width = max(len(p) for p in ids)
     rows = [ids[i // 3] for i in range(len(ids) * 3)]
-    seqs = torch.tensor([[tokenizer.pad_token_id] * (width - len(p)) + p + gen.tokens[i].tolist() for i, p in enumerate(rows)])
+    seqs = torch.tensor(
+        [[tokenizer.pad_token_id] * (width - len(p)) + p + gen.tokens[i].tolist() for i, p in enumerate(rows)]
+    )
     att = torch.tensor([[0] * (width - len(p)) + [1] * (len(p) + 12) for p in rows])
     with torch.no_grad():
         lp = token_logprobs(model, seqs, att)[:, width:]  # (N, 12): out[:, t] = log p(x_t | x_<t)
@@ -134,7 +169,16 @@ def test_lora_policy_runs_the_native_step(native, one_thread, tokenizer):
     """peft LoRA adapters merged into the step's weights: the same samples as the torch forward."""
     from peft import LoraConfig, get_peft_model
 
-    model = get_peft_model(qwen(tokenizer, seed=6), LoraConfig(r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "o_proj", "down_proj"], task_type="CAUSAL_LM")).eval()
+    model = get_peft_model(
+        qwen(tokenizer, seed=6),
+        LoraConfig(
+            r=4,
+            lora_alpha=8,
+            lora_dropout=0.0,
+            target_modules=["q_proj", "v_proj", "o_proj", "down_proj"],
+            task_type="CAUSAL_LM",
+        ),
+    ).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if "lora_B" in name:
@@ -157,7 +201,13 @@ def test_bad_arguments_become_clear_errors(native, one_thread, tokenizer):
     with pytest.raises(RuntimeError, match="a cache column outside the cache"):
         dec.forward(torch.tensor([[1], [2]]), torch.tensor([[7], [7]]), cache, torch.tensor([3, 9]), mask)
     with pytest.raises(ValueError, match="room for the batch"):
-        dec.forward(torch.tensor([[1], [2], [3]]), torch.tensor([[7], [7], [7]]), cache, 7, torch.ones((3, 1, 1, 8), dtype=torch.bool))
+        dec.forward(
+            torch.tensor([[1], [2], [3]]),
+            torch.tensor([[7], [7], [7]]),
+            cache,
+            7,
+            torch.ones((3, 1, 1, 8), dtype=torch.bool),
+        )
     ref = Decoder(dec.model, attention="torch", decode_step="torch")
     ref.rope_table(64)
     cache, ref_cache = filled_cache(dec, 2, 16, 1), filled_cache(ref, 2, 16, 1)  # keys at 0..6: positions matter
@@ -180,8 +230,12 @@ def test_auto_falls_back_where_the_step_does_not_apply(native, tokenizer, monkey
 
 def test_a_multithreaded_step_keeps_the_torch_forward(native, two_threads, tokenizer, monkeypatch):
     monkeypatch.setattr(Decoder, "forward_native", lambda *a: pytest.fail("the native step ran on a 2-thread step"))
-    monkeypatch.setattr(Decoder, "_build_step_model", lambda *a: pytest.fail("weights packed for a rollout that never uses them"))
-    FastEngine(shards=1).generate(qwen(tokenizer), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None)
+    monkeypatch.setattr(
+        Decoder, "_build_step_model", lambda *a: pytest.fail("weights packed for a rollout that never uses them")
+    )
+    FastEngine(shards=1).generate(
+        qwen(tokenizer), [tokenizer("1+2=")["input_ids"]], 2, settings(tokenizer, max_new_tokens=5), None
+    )
 
 
 def test_decode_step_setting_is_validated(tmp_path):

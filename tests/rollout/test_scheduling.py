@@ -26,7 +26,9 @@ def natural_model(tokenizer):
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 40), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 40), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 def same(a, b):
@@ -42,7 +44,11 @@ def test_cap_and_order_do_not_change_samples(temperature, tokenizer):
     ref = FastEngine().generate(model, ids, 8, s, torch.Generator().manual_seed(7))
     if temperature:
         assert 0.3 < float(ref.finished.float().mean()) < 1.0 and int(ref.lengths.max()) > 3 * int(ref.lengths.min())
-    for engine in (FastEngine(max_active_sequences=5), FastEngine(max_active_sequences=5, schedule="fifo"), FastEngine(max_active_sequences=13)):
+    for engine in (
+        FastEngine(max_active_sequences=5),
+        FastEngine(max_active_sequences=5, schedule="fifo"),
+        FastEngine(max_active_sequences=13),
+    ):
         same(ref, engine.generate(model, ids, 8, s, torch.Generator().manual_seed(7)))
     # with a predictor trained on the same prompts (reversed history: longest-first order differs from fifo)
     trained = FastEngine(max_active_sequences=5)

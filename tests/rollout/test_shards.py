@@ -19,7 +19,9 @@ def ids_of(tokenizer, prompts=PROMPTS):
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 40), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 40), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 def natural_model(tokenizer):
@@ -112,7 +114,9 @@ def test_a_failing_shard_raises_and_restores_threads(tokenizer, two_threads, mon
 
     monkeypatch.setattr(FastEngine, "_decode", flaky)
     with pytest.raises(RuntimeError, match="shard failed"):
-        engine.generate(natural_model(tokenizer), ids_of(tokenizer), 8, settings(tokenizer), torch.Generator().manual_seed(0))
+        engine.generate(
+            natural_model(tokenizer), ids_of(tokenizer), 8, settings(tokenizer), torch.Generator().manual_seed(0)
+        )
     assert torch.get_num_threads() == 2
 
 

@@ -22,7 +22,9 @@ def ids_of(tokenizer):
 
 
 def settings(tokenizer, **kw):
-    return SamplingSettings(max_new_tokens=kw.pop("max_new_tokens", 12), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw)
+    return SamplingSettings(
+        max_new_tokens=kw.pop("max_new_tokens", 12), eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, **kw
+    )
 
 
 def test_make_engine_vllm_is_clear_about_what_is_missing():
@@ -92,13 +94,30 @@ class FakeLLM:
 
         out = []
         for prompt, p in zip(prompts, params):
-            s = SamplingSettings(p.max_tokens, p.stop_token_ids[0] if p.stop_token_ids else -1, 0, p.temperature, p.top_p, max(p.top_k, 0), p.ignore_eos)
-            gen = FastEngine().generate(self.model, [prompt["prompt_token_ids"]], p.n, s, torch.Generator().manual_seed(p.seed or 0))
+            s = SamplingSettings(
+                p.max_tokens,
+                p.stop_token_ids[0] if p.stop_token_ids else -1,
+                0,
+                p.temperature,
+                p.top_p,
+                max(p.top_k, 0),
+                p.ignore_eos,
+            )
+            gen = FastEngine().generate(
+                self.model, [prompt["prompt_token_ids"]], p.n, s, torch.Generator().manual_seed(p.seed or 0)
+            )
             comps = []
             for i in range(p.n):
                 n = int(gen.lengths[i])
                 ids, lps = gen.tokens[i, :n].tolist(), gen.logprobs[i, :n].tolist()
-                comps.append(FakeCompletion(i, ids, [{t: FakeLogprob(lp)} for t, lp in zip(ids, lps)], "stop" if bool(gen.finished[i]) else "length"))
+                comps.append(
+                    FakeCompletion(
+                        i,
+                        ids,
+                        [{t: FakeLogprob(lp)} for t, lp in zip(ids, lps)],
+                        "stop" if bool(gen.finished[i]) else "length",
+                    )
+                )
             out.append(FakeRequestOutput(comps[::-1]))  # vLLM may return completions in any order: rows follow .index
         return out
 
@@ -123,7 +142,11 @@ def test_fake_vllm_generation_matches_teacher_forced(fake_vllm, tiny_policy, tok
     s = settings(tokenizer, temperature=0.7)
     gen = engine.generate(tiny_policy.model, ids, 4, s, torch.Generator().manual_seed(0))
     llm = FakeLLM.instances[0]
-    assert llm.kwargs["skip_tokenizer_init"] and llm.kwargs["max_num_seqs"] == 6 and llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    assert (
+        llm.kwargs["skip_tokenizer_init"]
+        and llm.kwargs["max_num_seqs"] == 6
+        and llm.kwargs["logprobs_mode"] == "processed_logprobs"
+    )
     batch = assemble(PROMPTS, ids, [{} for _ in PROMPTS], gen, 4, tokenizer)
     with torch.no_grad():
         lp = token_logprobs(tiny_policy.model, batch.input_ids, batch.attention_mask, 0.7)
@@ -164,7 +187,9 @@ def test_fake_vllm_greedy_repeats_requests_and_old_vllm_temperature_error(fake_v
     assert torch.equal(gen.tokens[0], gen.tokens[1]) and torch.equal(gen.tokens[0], gen.tokens[2])
     engine.processed_logprobs = False  # as on vLLM < 0.10.2 (no logprobs_mode)
     with pytest.raises(RuntimeError, match="0.0-fake.*temperature"):
-        engine.generate(tiny_policy.model, ids, 2, settings(tokenizer, temperature=0.7), torch.Generator().manual_seed(0))
+        engine.generate(
+            tiny_policy.model, ids, 2, settings(tokenizer, temperature=0.7), torch.Generator().manual_seed(0)
+        )
     engine.generate(tiny_policy.model, ids, 2, settings(tokenizer, temperature=1.0), torch.Generator().manual_seed(0))
 
 
@@ -188,7 +213,20 @@ def gpu_setup():
 
     tok = char_tokenizer("0123456789+= ")
     torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True, initializer_range=0.2, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    cfg = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        initializer_range=0.2,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
     model = Qwen2ForCausalLM(cfg).cuda().eval()
     return tok, model, VLLMEngine(enforce_eager=True)
 
@@ -197,12 +235,16 @@ def gpu_setup():
 def test_vllm_sampled_logprobs_match_teacher_forced(temperature, gpu_setup):
     tok, model, engine = gpu_setup
     ids = ids_of(tok)
-    gen = engine.generate(model, ids, 8, settings(tok, temperature=temperature, max_new_tokens=24), torch.Generator().manual_seed(0))
+    gen = engine.generate(
+        model, ids, 8, settings(tok, temperature=temperature, max_new_tokens=24), torch.Generator().manual_seed(0)
+    )
     batch = assemble(PROMPTS, ids, [{} for _ in PROMPTS], gen, 8, tok)
     with torch.no_grad():
         lp = token_logprobs(model, batch.input_ids.cuda(), batch.attention_mask.cuda(), temperature).cpu()
     gap = (lp - batch.sampled_logprobs).abs() * batch.completion_mask
-    assert float(gap.max()) <= 2e-2 and float(gap.sum() / batch.completion_mask.sum()) <= 2e-3  # vLLM kernels vs HF forward
+    assert (
+        float(gap.max()) <= 2e-2 and float(gap.sum() / batch.completion_mask.sum()) <= 2e-3
+    )  # vLLM kernels vs HF forward
     assert len({tuple(gen.tokens[i].tolist()) for i in range(8)}) > 1  # the group's samples differ (seed + index)
 
 

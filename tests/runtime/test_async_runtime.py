@@ -12,6 +12,7 @@ import pytest
 import ray
 import torch
 
+from ascent.app.pipeline import prepare, train
 from ascent.config import ConfigError, load_config
 from ascent.data.sampler import RowSampler
 from ascent.rollout import make_engine
@@ -19,7 +20,6 @@ from ascent.runtime import make_trainer
 from ascent.runtime.async_trainer import AsyncTrainer
 from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutWorker, trainable_state
 from ascent.trainer.checkpoint import Checkpointer
-from ascent.app.pipeline import prepare, train
 from ascent.trainer.rl import RLParts
 from tests.trainer.test_learning import REWARD, TINY
 
@@ -36,7 +36,12 @@ def seven(tmp_path_factory):
     (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (tmp / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]))
     (tmp / "seven.py").write_text(REWARD)
-    return [f"data.train={tmp}/train.jsonl", f"data.eval={tmp}/eval.jsonl", f"reward={tmp}/seven.py:starts_with_seven", f"output_dir={tmp}"]
+    return [
+        f"data.train={tmp}/train.jsonl",
+        f"data.eval={tmp}/eval.jsonl",
+        f"reward={tmp}/seven.py:starts_with_seven",
+        f"output_dir={tmp}",
+    ]
 
 
 def trainer_for(seven, overrides):
@@ -70,14 +75,21 @@ def test_worker_in_process_matches_the_collector(seven):
     batch = trainer.collector.collect([5, 7, 9, 11], gen)
     assert torch.equal(result.batch.input_ids, batch.input_ids) and torch.equal(result.rng_state, gen.get_state())
     assert result.batch.policy_version == 4 and worker.version == 4
-    assert torch.equal(result.scores.rewards, trainer.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).rewards)
-    again = [worker.run(RolloutRequest(1, [5, 7], 4, None, seed=11)).batch.input_ids for _ in range(2)]  # version loaded: weights not needed
+    assert torch.equal(
+        result.scores.rewards,
+        trainer.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).rewards,
+    )
+    again = [
+        worker.run(RolloutRequest(1, [5, 7], 4, None, seed=11)).batch.input_ids for _ in range(2)
+    ]  # version loaded: weights not needed
     assert torch.equal(again[0], again[1])  # a request's own seed reproduces its batch
 
 
 def test_max_staleness_0_reproduces_the_local_run(seven, ray_cluster):
     local, local_policy = trainer_for(seven, ["train.steps=4"])
-    remote, remote_policy = trainer_for(seven, ["train.steps=4", "runtime=ray", "ray.max_staleness=0", "ray.rollout_workers=1"])
+    remote, remote_policy = trainer_for(
+        seven, ["train.steps=4", "runtime=ray", "ray.max_staleness=0", "ray.rollout_workers=1"]
+    )
     assert isinstance(remote, AsyncTrainer)
     try:
         for _ in range(4):
@@ -92,7 +104,9 @@ def test_max_staleness_0_reproduces_the_local_run(seven, ray_cluster):
 def run_async(seven, steps, kill_after=None):
     """K=2 with 3 workers; optionally kill worker 0 after step `kill_after` (the pool hands every later request
     to its lowest free worker first, so the death is always met). Returns (state, policy, metrics)."""
-    trainer, policy = trainer_for(seven, ASYNC + [f"train.steps={steps}", "ray.max_staleness=2", "ray.rollout_workers=3"])
+    trainer, policy = trainer_for(
+        seven, ASYNC + [f"train.steps={steps}", "ray.max_staleness=2", "ray.rollout_workers=3"]
+    )
     metrics = []
     try:
         for step in range(1, steps + 1):
@@ -108,24 +122,55 @@ def run_async(seven, steps, kill_after=None):
 def test_bounded_staleness_and_a_killed_worker_loses_no_sample(seven, ray_cluster):
     steps = 8
     clean, clean_policy, m = run_async(seven, steps)
-    assert [x["async/staleness_mean"] for x in m] == [0, 1, 2, 2, 2, 2, 2, 2]  # request r sampled by version max(0, r - K)
+    assert [x["async/staleness_mean"] for x in m] == [
+        0,
+        1,
+        2,
+        2,
+        2,
+        2,
+        2,
+        2,
+    ]  # request r sampled by version max(0, r - K)
     assert [x["async/request"] for x in m] == list(range(steps))
-    assert all(0 < x["async/tis_weight_mean"] <= 2.0 for x in m) and any(x["async/tis_weight_mean"] != 1.0 for x in m[2:])
+    assert all(0 < x["async/tis_weight_mean"] <= 2.0 for x in m) and any(
+        x["async/tis_weight_mean"] != 1.0 for x in m[2:]
+    )
     assert m[-1]["async/dropped_stale"] == 0 and m[-1]["async/samples"] == steps * P * N
     killed, killed_policy, k = run_async(seven, steps, kill_after=2)
     assert killed["async"]["totals"]["workers_replaced"] >= 1 and k[-1]["async/requests_retried"] >= 1
     expected = expected_counts(100, 0, steps)
     for state in (clean, killed):
-        assert torch.equal(state["async"]["row_counts"], expected) and state["async"]["totals"]["samples"] == steps * P * N
+        assert (
+            torch.equal(state["async"]["row_counts"], expected) and state["async"]["totals"]["samples"] == steps * P * N
+        )
     assert torch.equal(flat(clean_policy), flat(killed_policy))  # the dead workers' batches were re-run unchanged
 
 
 def rl_lines(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"phase": "rl"' in line]
+    return [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"phase": "rl"' in line
+    ]
 
 
-def test_async_resume_has_the_accounting_of_an_uninterrupted_run_and_survives_a_kill(seven, ray_cluster, tmp_path, monkeypatch):
-    cfg = load_config("default", TINY + seven + BASE + ASYNC + ["train.steps=4", "ray.max_staleness=1", "ray.rollout_workers=2", "train.checkpoint_every=0", "eval.pass_k=0", f"output_dir={tmp_path}"])
+def test_async_resume_has_the_accounting_of_an_uninterrupted_run_and_survives_a_kill(
+    seven, ray_cluster, tmp_path, monkeypatch
+):
+    cfg = load_config(
+        "default",
+        TINY
+        + seven
+        + BASE
+        + ASYNC
+        + [
+            "train.steps=4",
+            "ray.max_staleness=1",
+            "ray.rollout_workers=2",
+            "train.checkpoint_every=0",
+            "eval.pass_k=0",
+            f"output_dir={tmp_path}",
+        ],
+    )
     real_step = AsyncTrainer.step
 
     def step_then_kill(self):  # `ascent train` keeps going when a worker is killed after step 1
@@ -142,7 +187,9 @@ def test_async_resume_has_the_accounting_of_an_uninterrupted_run_and_survives_a_
     half = Checkpointer.load_state(Checkpointer(tmp_path / "split" / "checkpoints").latest())
     assert half["step"] == 2 and [p["id"] for p in half["async"]["pending"]] == [2, 3]  # in flight at the checkpoint
     assert train(run_dir=tmp_path / "split", resume=True)["steps"] == 4
-    states = [Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")]
+    states = [
+        Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")
+    ]
     assert states[0]["async"]["totals"]["workers_replaced"] >= 1
     for state, name in zip(states, ("full", "split")):
         assert torch.equal(state["async"]["row_counts"], expected_counts(100, 0, 4))

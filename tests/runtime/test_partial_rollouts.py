@@ -25,7 +25,9 @@ def test_segments_continue_the_exact_ids_and_keep_each_tokens_logprob(seven):
     c, rows = trainer.collector, [3, 14, 15, 92]
     whole = c.collect(rows, torch.Generator().manual_seed(5))
     one, versions = to_batch(c, sample_segment(c, start(c, rows), torch.Generator().manual_seed(5), 0, None))
-    assert torch.equal(one.input_ids, whole.input_ids) and torch.equal(one.sampled_logprobs, whole.sampled_logprobs)  # uncapped: a one-piece rollout
+    assert torch.equal(one.input_ids, whole.input_ids) and torch.equal(
+        one.sampled_logprobs, whole.sampled_logprobs
+    )  # uncapped: a one-piece rollout
     assert set(versions[versions >= 0].tolist()) == {0}
 
     first = sample_segment(c, start(c, rows), torch.Generator().manual_seed(5), 0, 2)
@@ -33,7 +35,7 @@ def test_segments_continue_the_exact_ids_and_keep_each_tokens_logprob(seven):
     assert first.open(6), "some sequence must be carried over for this test to mean anything"
     for i, t in enumerate(first.tokens):  # the first segment draws what the one-piece rollout drew first
         start_col = len(first.prompt_ids[i // c.n])
-        assert whole.input_ids[i, start_col: start_col + len(t)].tolist() == t
+        assert whole.input_ids[i, start_col : start_col + len(t)].tolist() == t
     weights = {0: trainable_state(policy.model)}
     with torch.no_grad():
         for p in policy.model.parameters():
@@ -52,7 +54,9 @@ def test_segments_continue_the_exact_ids_and_keep_each_tokens_logprob(seven):
             lp = token_logprobs(policy.model, batch.input_ids, batch.attention_mask, trainer.cfg.rollout.temperature)
         mine = versions == v
         assert mine.any() and torch.allclose(lp[mine], batch.sampled_logprobs[mine], atol=1e-4)
-    assert not torch.allclose(lp[versions == 0], batch.sampled_logprobs[versions == 0], atol=1e-4)  # the versions differ
+    assert not torch.allclose(
+        lp[versions == 0], batch.sampled_logprobs[versions == 0], atol=1e-4
+    )  # the versions differ
 
 
 def run_partial(seven, steps, kill_after=None, resume_from=None, workers=2):
@@ -86,24 +90,41 @@ def test_partial_schedule_is_reproducible_exactly_counted_and_resumable(seven, r
     assert all(1.0 < v <= 2.0 for v in vps[2:]), vps  # then segments under versions s-2 and s-1
     assert all(x["async/token_staleness_mean"] < x["async/staleness_mean"] for x in m[2:])  # later tokens are fresher
     assert all(0 < x["async/tis_weight_mean"] <= 2.0 for x in m)
-    assert m[-1]["async/samples"] == steps * P * N and torch.equal(clean["async"]["row_counts"], expected_counts(100, 0, steps))
+    assert m[-1]["async/samples"] == steps * P * N and torch.equal(
+        clean["async"]["row_counts"], expected_counts(100, 0, steps)
+    )
 
     killed, _, killed_policy, k = run_partial(seven, steps, kill_after=2)
     assert k[-1]["async/workers_replaced"] >= 1 and k[-1]["async/requests_retried"] >= 1
     assert [x["async/versions_per_sample_mean"] for x in k] == vps
     assert torch.equal(flat(policy), flat(killed_policy))  # a segment lost with its worker is re-run unchanged
-    assert torch.equal(killed["async"]["row_counts"], clean["async"]["row_counts"]) and killed["async"]["totals"]["samples"] == steps * P * N
+    assert (
+        torch.equal(killed["async"]["row_counts"], clean["async"]["row_counts"])
+        and killed["async"]["totals"]["samples"] == steps * P * N
+    )
 
-    assert [p["id"] for p in half[0]["async"]["pending"]] == [2, 3, 4]  # in flight at step 2, partly sampled: re-sampled
-    resumed, _, resumed_policy, r = run_partial(seven, steps, resume_from=half, workers=1)  # the worker count changes nothing either
+    assert [p["id"] for p in half[0]["async"]["pending"]] == [
+        2,
+        3,
+        4,
+    ]  # in flight at step 2, partly sampled: re-sampled
+    resumed, _, resumed_policy, r = run_partial(
+        seven, steps, resume_from=half, workers=1
+    )  # the worker count changes nothing either
     assert [x["async/request"] for x in r] == [2, 3, 4] and [x["async/staleness_mean"] for x in r] == [0, 1, 2]
-    assert r[-1]["async/samples"] == steps * P * N and torch.equal(resumed["async"]["row_counts"], expected_counts(100, 0, steps))
+    assert r[-1]["async/samples"] == steps * P * N and torch.equal(
+        resumed["async"]["row_counts"], expected_counts(100, 0, steps)
+    )
     assert not torch.equal(flat(resumed_policy), flat(policy))  # the re-sampled batches were drawn with newer weights
 
 
 def test_partial_rollouts_need_two_versions_of_staleness():
     with pytest.raises(ConfigError, match="ray.max_staleness >= 2"):
-        load_config("default", ["runtime=ray", "algorithm.tis_cap=2.0", "ray.max_staleness=1", "ray.partial_rollout_tokens=8"])
+        load_config(
+            "default", ["runtime=ray", "algorithm.tis_cap=2.0", "ray.max_staleness=1", "ray.partial_rollout_tokens=8"]
+        )
     with pytest.raises(ConfigError, match="must be >= 0"):
         load_config("default", ["ray.reward_workers=-1"])
-    load_config("default", ["runtime=ray", "algorithm.tis_cap=2.0", "ray.max_staleness=2", "ray.partial_rollout_tokens=8"])
+    load_config(
+        "default", ["runtime=ray", "algorithm.tis_cap=2.0", "ray.max_staleness=2", "ray.partial_rollout_tokens=8"]
+    )

@@ -46,12 +46,33 @@ def test_workers_and_staleness_needed_keep_the_learner_busy():
 def test_plan_command_reads_a_run_directory(tmp_path, capsys):
     cfg = load_config("default", ["train.prompts_per_step=6", "rollout.samples_per_prompt=4"])
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
-    steps = [{"phase": "rl", "step": i, "time/update": 0.5, "async/worker_rollout_s": 0.4, "async/worker_reward_s": 1.6, "async/weight_sync_s": 0.1 if i > 1 else 9.0} for i in range(1, 6)]
+    steps = [
+        {
+            "phase": "rl",
+            "step": i,
+            "time/update": 0.5,
+            "async/worker_rollout_s": 0.4,
+            "async/worker_reward_s": 1.6,
+            "async/weight_sync_s": 0.1 if i > 1 else 9.0,
+        }
+        for i in range(1, 6)
+    ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
     assert main(["plan", str(tmp_path), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["measurements"] == {"samples_per_step": 24, "worker_batch_s": 2.0, "learner_step_s": 0.5, "sync_s": 0.1}  # step 1 (start-up) left out
-    assert out["workers_needed"] == 5 and out["rows"][0] == {"workers": 1, "max_staleness": 0, "step_s": 2.6, "samples_per_s": 24 / 2.6, "learner_busy": 0.5 / 2.6}
+    assert out["measurements"] == {
+        "samples_per_step": 24,
+        "worker_batch_s": 2.0,
+        "learner_step_s": 0.5,
+        "sync_s": 0.1,
+    }  # step 1 (start-up) left out
+    assert out["workers_needed"] == 5 and out["rows"][0] == {
+        "workers": 1,
+        "max_staleness": 0,
+        "step_s": 2.6,
+        "samples_per_s": 24 / 2.6,
+        "learner_busy": 0.5 / 2.6,
+    }
     assert main(["plan", str(tmp_path), "--learner-step-s", "2.1"]) == 0
     text = capsys.readouterr().out
     assert "-> 1 rollout workers at ray.max_staleness=1" in text and "assumptions:" in text

@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from ascent.policy.fused import FusedRMSNorm, fuse_rms_norms
 from ascent import kernels
+from ascent.policy.fused import FusedRMSNorm, fuse_rms_norms
 
 
 @pytest.mark.parametrize(("shape", "hidden"), [((3, 200), 40), ((7, 150), 64), ((5,), 19)])
@@ -76,7 +76,11 @@ def test_learner_fuses_the_policy_by_default(tiny_policy, tokenizer):
     cfg = load_config("default", [])
     from dataclasses import replace
 
-    cfg = replace(cfg, train=replace(cfg.train, steps=10, micro_batch_size=8), rollout=replace(cfg.rollout, temperature=1.0, max_new_tokens=8))
+    cfg = replace(
+        cfg,
+        train=replace(cfg.train, steps=10, micro_batch_size=8),
+        rollout=replace(cfg.rollout, temperature=1.0, max_new_tokens=8),
+    )
     learner = Learner(tiny_policy, cfg)
     expected = 5 if kernels.load() is not None else 0
     assert learner.fused_norms == expected

@@ -8,17 +8,35 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from ascent.app.pipeline import train
 from ascent.config import load_config
 from ascent.trainer.checkpoint import Checkpointer
-from ascent.app.pipeline import train
 
 TINY = [
-    "model.hidden_size=32", "model.num_layers=2", "model.num_heads=2", "model.num_kv_heads=1", "model.intermediate_size=64",
-    "data.task=addition(digits=1)", "data.num_eval=20", "warmstart.steps=3", "warmstart.batch_size=8", "warmstart.eval_every=0",
-    "train.steps=4", "train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.eval_every=0",
-    "train.checkpoint_every=0", "train.micro_batch_size=6", "train.optim.lr=1e-3", "train.optim.schedule=cosine",
-    "algorithm.ppo_epochs=2", "algorithm.mini_batches=2", "algorithm.kl_coef=0.05", "eval.pass_k=2",
-    "control.enabled=false", "logging.progress=false",
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "data.task=addition(digits=1)",
+    "data.num_eval=20",
+    "warmstart.steps=3",
+    "warmstart.batch_size=8",
+    "warmstart.eval_every=0",
+    "train.steps=4",
+    "train.prompts_per_step=4",
+    "rollout.samples_per_prompt=4",
+    "train.eval_every=0",
+    "train.checkpoint_every=0",
+    "train.micro_batch_size=6",
+    "train.optim.lr=1e-3",
+    "train.optim.schedule=cosine",
+    "algorithm.ppo_epochs=2",
+    "algorithm.mini_batches=2",
+    "algorithm.kl_coef=0.05",
+    "eval.pass_k=2",
+    "control.enabled=false",
+    "logging.progress=false",
 ]
 
 
@@ -27,10 +45,16 @@ def final_weights(run_dir):
 
 
 def rl_lines(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"phase": "rl"' in line]
+    return [
+        json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"phase": "rl"' in line
+    ]
 
 
-@pytest.mark.parametrize("extra", [[], ["algorithm.advantage=gae"], ["algorithm.loss=a_star_po(k=2)"]], ids=["grpo", "gae_critic", "a_star_po_v_star"])
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["algorithm.advantage=gae"], ["algorithm.loss=a_star_po(k=2)"]],
+    ids=["grpo", "gae_critic", "a_star_po_v_star"],
+)
 def test_resume_is_bitwise_exact(tmp_path, extra):
     cfg = load_config("default", TINY + extra + [f"output_dir={tmp_path}"])
     full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
@@ -49,10 +73,14 @@ def test_resume_is_bitwise_exact(tmp_path, extra):
     for x, y in zip(full_rl, split_rl):
         assert x["reward/mean"] == y["reward/mean"] and x["loss/policy"] == y["loss/policy"]
     assert full["accuracy_after_rl"] == resumed["accuracy_after_rl"]
-    states = [Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")]
+    states = [
+        Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")
+    ]
     if "algorithm.advantage=gae" in extra:  # the critic was checkpointed and restored exactly
         critics = [s["pieces"]["advantage"]["model"] for s in states]
-        assert critics[0].keys() == critics[1].keys() and all(torch.equal(critics[0][k], critics[1][k]) for k in critics[0])
+        assert critics[0].keys() == critics[1].keys() and all(
+            torch.equal(critics[0][k], critics[1][k]) for k in critics[0]
+        )
     if "algorithm.loss=a_star_po(k=2)" in extra:  # V* is part of the state: the resumed run reused it
         v_stars = [s["pieces"]["loss"]["v_star"] for s in states]
         assert v_stars[0] is not None and torch.equal(v_stars[0], v_stars[1])

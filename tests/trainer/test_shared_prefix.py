@@ -28,7 +28,19 @@ def qwen(tokenizer):
 
 def llama(tokenizer):
     torch.manual_seed(3)
-    cfg = LlamaConfig(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    cfg = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     return LlamaForCausalLM(cfg).train()
 
 
@@ -49,7 +61,7 @@ def test_same_logprobs_and_gradients_as_the_plain_forward(make, temperature, tok
     m = b.completion_mask
     assert shared is not None and shared.shape == plain.shape
     assert float(((plain - shared).abs() * m).max()) <= 1e-5
-    prompt = (torch.arange(b.input_ids.shape[1])[None] < m.argmax(-1)[:, None])
+    prompt = torch.arange(b.input_ids.shape[1])[None] < m.argmax(-1)[:, None]
     assert float(shared[prompt].abs().max()) == 0.0  # prompt positions are not computed
     w = torch.randn(len(b), 1) * m  # a loss on the completion tokens
     for gp, gs in zip(grads_of(model, plain, w), grads_of(model, shared, w)):
@@ -60,7 +72,9 @@ def test_prompts_are_forwarded_once_per_group(tokenizer):
     model = qwen(tokenizer)
     b = batch_for(model, tokenizer, n=6)
     seen = []
-    handle = model.register_forward_pre_hook(lambda mod, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    handle = model.register_forward_pre_hook(
+        lambda mod, args, kwargs: seen.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
     shared_prefix_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask, b.group_index)
     handle.remove()
     longest_prompt = max(len(tokenizer(p)["input_ids"]) for p in PROMPTS)
@@ -84,7 +98,10 @@ def test_lora_policy_shares_prefixes(tokenizer):
     from ascent.config.schema import LoraConfig, ModelConfig
     from ascent.policy.model import add_lora
 
-    model = add_lora(qwen(tokenizer), ModelConfig(lora=LoraConfig(enabled=True, r=4, alpha=8, target_modules=("q_proj", "v_proj", "up_proj"))))
+    model = add_lora(
+        qwen(tokenizer),
+        ModelConfig(lora=LoraConfig(enabled=True, r=4, alpha=8, target_modules=("q_proj", "v_proj", "up_proj"))),
+    )
     for name, p in model.named_parameters():
         if "lora_B" in name:
             torch.nn.init.normal_(p, std=0.1)  # adapters that change the output
