@@ -89,8 +89,9 @@ class ChatFormat:
         )
         if not observed.startswith(answered) or _OBSERVATION not in observed[len(answered) :]:
             raise ValueError(
-                f"the chat template rewrites earlier turns when a {observation_role!r} message follows an assistant message "
-                f"(or drops the {observation_role!r} message); choose another observation_role or template"
+                f"the chat template rewrites earlier turns when a {observation_role!r} message follows an "
+                f"assistant message (or drops the {observation_role!r} message); "
+                "choose another observation_role or template"
             )
         head, _, tail = observed[len(answered) :].partition(_OBSERVATION)
         end = encode(tokenizer, answered[len(asked) + len(_ASSISTANT) :])

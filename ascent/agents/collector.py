@@ -79,7 +79,8 @@ def turn_kind(turn: Turn) -> int:
 
 
 def prefix_hashes(traj: Trajectory) -> list[int]:
-    """For each turn t, a 63-bit hash (>= 0) of traj.ids[:turns[t].end] (the history through turn t's sampled tokens)."""
+    """For each turn t, a 63-bit hash (>= 0) of traj.ids[:turns[t].end] (the history through turn t's sampled
+    tokens)."""
     h, done, out = hashlib.blake2b(digest_size=8), 0, []
     for turn in traj.turns:
         h.update(np.asarray(traj.ids[done : turn.end], dtype=np.int64).tobytes())

@@ -10,7 +10,10 @@ end-of-turn token unless `end_turn=False`, with log-prob `logprob` for every tok
 >>> from ascent.rollout.types import SamplingSettings
 >>> tok = char_tokenizer("abc")
 >>> engine = ScriptedEngine(tok, lambda context: "cab")
->>> gen = engine.generate(None, [[tok.bos_token_id]], 1, SamplingSettings(max_new_tokens=8, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id), None)
+>>> gen = engine.generate(
+...     None, [[tok.bos_token_id]], 1,
+...     SamplingSettings(max_new_tokens=8, eos_id=tok.eos_token_id, pad_id=tok.pad_token_id), None
+... )
 >>> tok.decode(gen.tokens[0, : int(gen.lengths[0])]), bool(gen.finished[0])
 ('cab<eos>', True)
 """

@@ -47,7 +47,8 @@ class TokenCheck:
         if self.ok:
             return f"ok ({self.trajectory_len} tokens)"
         return (
-            f"diverges at token {self.index} ({self.kind}; {'same text, different tokenisation' if self.same_text else 'different text'}): "
+            f"diverges at token {self.index} "
+            f"({self.kind}; {'same text, different tokenisation' if self.same_text else 'different text'}): "
             f"template {self.expected} {self.expected_text!r}, trajectory {self.got} {self.got_text!r} "
             f"(lengths {self.rendered_len} vs {self.trajectory_len})"
         )

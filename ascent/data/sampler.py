@@ -39,7 +39,8 @@ class RowSampler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state["num_rows"] != self.num_rows:
             raise ValueError(
-                f"the checkpoint's data has {state['num_rows']} rows, this dataset {self.num_rows}: resume needs the same data"
+                f"the checkpoint's data has {state['num_rows']} rows, this dataset {self.num_rows}: "
+                "resume needs the same data"
             )
         self.seed, self.epoch, self.position = state["seed"], state["epoch"], state["position"]
         self._order = self._permutation(self.epoch)

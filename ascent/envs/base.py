@@ -155,7 +155,8 @@ def _check_step(env: Env, action: str, problems: list[str]) -> None:
         res = asyncio.run(env.astep(action))
     except Exception as e:  # noqa: BLE001 - reported, not swallowed
         problems.append(
-            f"{name}.{where} raised {type(e).__name__}: {e} (bad model text must become an error observation, not an exception)"
+            f"{name}.{where} raised {type(e).__name__}: {e} "
+            "(bad model text must become an error observation, not an exception)"
         )
         return
     if not isinstance(res, StepResult):

@@ -141,7 +141,8 @@ class WorldConfig:
             raise ValueError(f"every entity count must be >= 1, got {self}")
         if self.num_cities < self.num_countries:
             raise ValueError(
-                f"num_cities ({self.num_cities}) must be >= num_countries ({self.num_countries}): every country needs a capital"
+                f"num_cities ({self.num_cities}) must be >= num_countries ({self.num_countries}): "
+                "every country needs a capital"
             )
 
 
@@ -325,8 +326,14 @@ def render_doc(e: Entity, ents: dict[str, Entity]) -> Doc:
     r = {k: ents[v].name for k, v in e.relations.items()}
     a = e.attributes
     text = {
-        "person": f"{e.name} is a {a.get('occupation')} born in {a.get('birth_year')} in {r.get('born_in')}. {e.name} works for {r.get('employer')}.",
-        "company": f"{e.name} is a {a.get('industry')} company founded in {a.get('founded')} by {r.get('founder')}. Its headquarters are in {r.get('headquarters')}.",
+        "person": (
+            f"{e.name} is a {a.get('occupation')} born in {a.get('birth_year')} in {r.get('born_in')}. "
+            f"{e.name} works for {r.get('employer')}."
+        ),
+        "company": (
+            f"{e.name} is a {a.get('industry')} company founded in {a.get('founded')} by {r.get('founder')}. "
+            f"Its headquarters are in {r.get('headquarters')}."
+        ),
         "city": f"{e.name} is a city in {r.get('country')} with a population of {a.get('population')}.",
         "country": f"{e.name} is a country. Its capital is {r.get('capital')}.",
     }[e.kind]

@@ -57,7 +57,10 @@ _ACTION = re.compile(re.escape(ACTION_OPEN) + r"(.*?)(?:" + re.escape(ACTION_CLO
 _LOCK = threading.RLock()
 """textworld's logic engine and its grammar parser (tatsu) are not thread-safe: every call into textworld
 (generation, loading, reset, step) holds this lock. A step takes about a millisecond."""
-NO_COMMAND = f"Error: no command found. Reply with one command inside {ACTION_OPEN}...{ACTION_CLOSE}, e.g. {ACTION_OPEN}look{ACTION_CLOSE}."
+NO_COMMAND = (
+    f"Error: no command found. Reply with one command inside {ACTION_OPEN}...{ACTION_CLOSE}, "
+    f"e.g. {ACTION_OPEN}look{ACTION_CLOSE}."
+)
 
 
 @dataclass(frozen=True)
@@ -233,8 +236,10 @@ class TextWorldEnv(Env):
         )
         self.steps, self.done = 0, False
         text = (
-            f"You are playing a text adventure. Reply with exactly one command per turn inside {ACTION_OPEN}...{ACTION_CLOSE}, "
-            f"e.g. {ACTION_OPEN}open box{ACTION_CLOSE}. Commands start with a verb: {', '.join(sorted(game.verbs))}.\n\n"
+            "You are playing a text adventure. "
+            f"Reply with exactly one command per turn inside {ACTION_OPEN}...{ACTION_CLOSE}, "
+            f"e.g. {ACTION_OPEN}open box{ACTION_CLOSE}. "
+            f"Commands start with a verb: {', '.join(sorted(game.verbs))}.\n\n"
             f"Goal: {state.objective.strip()}\n\n{clean_feedback(state.description)}"
         )
         info = {
@@ -256,7 +261,10 @@ class TextWorldEnv(Env):
             why = (
                 NO_COMMAND
                 if cmd is None
-                else f"Error: unknown command {cmd!r}. Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+                else (
+                    f"Error: unknown command {cmd!r}. "
+                    f"Start it with one of: {', '.join(sorted(self.verbs - set(ALIASES)))}."
+                )
             )
             self.done = self.max_steps is not None and self.steps >= self.max_steps
             return StepResult(why, 0.0, self.done, self._info(cmd, None, known_verb=False))

@@ -33,7 +33,8 @@ from ascent.envs.tools import ToolResult, ToolSet, format_results
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 _ANSWER = re.compile(re.escape(ANSWER_OPEN) + r"(.*?)" + re.escape(ANSWER_CLOSE), re.DOTALL)
 NO_ACTION = (
-    'Error: no tool call and no answer found. Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call> '
+    "Error: no tool call and no answer found. "
+    'Call a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call> '
     "or give your final answer as <answer>...</answer>."
 )
 

@@ -234,8 +234,12 @@ def parse_tool_calls(text: str) -> list[Union[ToolCall, CallError]]:
     """Every `<tool_call>{json}</tool_call>` block of `text`, in order; an unclosed trailing block is a
     `CallError`. `arguments` may also be a JSON-encoded string (OpenAI style).
 
-    >>> parse_tool_calls('a <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call> b <tool_call>{oops</tool_call>')
-    [ToolCall(name='f', arguments={'x': 1}), CallError(message='malformed tool call: invalid JSON (Expecting property name enclosed in double quotes at char 1)')]
+    >>> parse_tool_calls(  # doctest: +NORMALIZE_WHITESPACE
+    ...     'a <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call> b <tool_call>{oops</tool_call>'
+    ... )
+    [ToolCall(name='f', arguments={'x': 1}),
+     CallError(message='malformed tool call: invalid JSON (Expecting property name enclosed in double quotes
+     at char 1)')]
     """
     out: list[Union[ToolCall, CallError]] = [_parse_call(m.group(1)) for m in _CALL.finditer(text)]
     tail = text[text.rfind(CALL_CLOSE) + len(CALL_CLOSE) :] if CALL_CLOSE in text else text

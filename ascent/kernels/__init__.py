@@ -14,11 +14,11 @@ Three sources; the first two are called by `ascent.rollout.decoder.Decoder` for 
 Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native`, multiply-adds fused, IEEE
 arithmetic otherwise (no fast-math: it would reassociate the kernels' exp, `vexp` in kernels.h, out of its
 1-ulp accuracy, and at link time pull in crtfastmath, which flushes denormals for all of torch); sources
-compiled, then linked. The object lands in `$ASCENT_CACHE/kernels` (default `~/.cache/ascent/kernels`) under a hash of the
-source, the flags, the compiler's version and this CPU's feature flags, written to a temporary name and
-renamed into place, so concurrent first uses and machines sharing a home folder are safe. Nothing is built
-at install time; with no compiler (or `ASCENT_NATIVE=0`) `load()` returns None with the reason and the
-engine keeps its torch path.
+compiled, then linked. The object lands in `$ASCENT_CACHE/kernels` (default `~/.cache/ascent/kernels`)
+under a hash of the source, the flags, the compiler's version and this CPU's feature flags, written to a
+temporary name and renamed into place, so concurrent first uses and machines sharing a home folder are
+safe. Nothing is built at install time; with no compiler (or `ASCENT_NATIVE=0`) `load()` returns None with
+the reason and the engine keeps its torch path.
 """
 
 from __future__ import annotations

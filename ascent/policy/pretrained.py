@@ -94,7 +94,8 @@ def smollm2_path(cache_dir: str | os.PathLike[str] | None = None) -> Path:
         return target
     if target.exists():
         raise RuntimeError(
-            f"{target} exists but is not a complete model folder (missing one of {REQUIRED_FILES}); delete it to reconvert."
+            f"{target} exists but is not a complete model folder (missing one of {REQUIRED_FILES}); "
+            "delete it to reconvert."
         )
     source = gguf_file()
     root.mkdir(parents=True, exist_ok=True)
@@ -145,7 +146,8 @@ def convert_gguf(source: Path, out_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     if not tokenizer.chat_template:
         raise RuntimeError(
-            f"{source} has no chat template (GGUF key tokenizer.chat_template is missing); cannot build a chat model from it."
+            f"{source} has no chat template (GGUF key tokenizer.chat_template is missing); "
+            "cannot build a chat model from it."
         )
     gguf_model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
     model = _plain_copy(gguf_model)

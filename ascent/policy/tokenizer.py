@@ -24,7 +24,9 @@ def char_tokenizer(alphabet: str, pieces: Sequence[str] = ()) -> PreTrainedToken
     for tasks with a fixed vocabulary of words and markup (e.g. `search_world`'s documents and tool calls).
 
     >>> tok = char_tokenizer("0123456789+= ")
-    >>> len(tok), tok("12+3=")["input_ids"][:3] == [tok.bos_token_id, tok.convert_tokens_to_ids("1"), tok.convert_tokens_to_ids("2")]
+    >>> len(tok), tok("12+3=")["input_ids"][:3] == [
+    ...     tok.bos_token_id, tok.convert_tokens_to_ids("1"), tok.convert_tokens_to_ids("2")
+    ... ]
     (17, True)
     >>> tok.decode(tok("12+3=")["input_ids"], skip_special_tokens=True)
     '12+3='

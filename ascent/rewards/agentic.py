@@ -139,7 +139,8 @@ class Trace:
     ) -> None:
         if floor < 0 or not 0 < rate <= 1 or (ref is not None and ref < 0) or warmup < 0:
             raise ValueError(
-                f"trace needs floor >= 0, 0 < rate <= 1, ref >= 0 (or None) and warmup >= 0, got floor={floor}, rate={rate}, ref={ref}, warmup={warmup}"
+                "trace needs floor >= 0, 0 < rate <= 1, ref >= 0 (or None) and warmup >= 0, "
+                f"got floor={floor}, rate={rate}, ref={ref}, warmup={warmup}"
             )
         self.ref, self.floor, self.rate, self.matcher, self.warmup = ref, floor, rate, matcher, int(warmup)
         self.batches = 0
@@ -233,8 +234,9 @@ def citation_rubric(
     single-hop rubric items: for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was
     retrieved or opened (a citation of an unseen document does not count); for every hidden bridge entity
     (hops 2..k, named in `evidence_titles`) the agent names it in its turns; and the chain item: all of these
-    hold and the final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO mixes it
-    with the outcome (the CaRR scripts suggest weight 0.3: `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
+    hold and the final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO
+    mixes it with the outcome (the CaRR scripts suggest weight 0.3:
+    `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
     n = len(completions)
     out: Values = []
     rows = zip(
@@ -322,7 +324,8 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
     action), else 0.
 
     >>> tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
-    ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>", "<reflect/><answer>a</answer>"],
+    ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...             "<reflect/><answer>a</answer>"],
     ...            [{"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {}], success=True)
     [1.0, 1.0, -1.0, 0.0]
     """

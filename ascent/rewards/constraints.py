@@ -132,10 +132,11 @@ def check(text: str, spec: dict[str, Any]) -> bool:
 
     >>> check("hello world", {"type": "max_words", "value": 2})
     True
-    >>> check("Hello", {"type": "shout"})
+    >>> check("Hello", {"type": "shout"})  # doctest: +NORMALIZE_WHITESPACE
     Traceback (most recent call last):
     ...
-    ValueError: unknown constraint type 'shout'; valid types: contains, ends_with, lowercase, max_chars, max_words, min_chars, min_words, no_commas, not_contains, regex, starts_with, uppercase
+    ValueError: unknown constraint type 'shout'; valid types: contains, ends_with, lowercase, max_chars, max_words,
+    min_chars, min_words, no_commas, not_contains, regex, starts_with, uppercase
     """
     if not isinstance(spec, dict) or "type" not in spec:
         raise ValueError(
@@ -176,7 +177,9 @@ def constraints_reward(
     A row without constraints (missing or empty list): None. An unknown constraint type raises ValueError
     naming the valid types, which the runner records as a failed reward.
 
-    >>> constraints_reward([], ["short answer, here"], constraints=[[{"type": "max_words", "value": 5}, {"type": "no_commas"}]])
+    >>> constraints_reward(
+    ...     [], ["short answer, here"], constraints=[[{"type": "max_words", "value": 5}, {"type": "no_commas"}]]
+    ... )
     [0.5]
     """
     if aggregate not in ("mean", "all"):

@@ -83,7 +83,8 @@ def _check_kwargs(name: str, fn: Callable, kwargs: dict[str, Any]) -> None:
     unknown = [k for k in kwargs if k not in params and not takes_any]
     if unknown or any(k in params and params[k].kind is inspect.Parameter.VAR_KEYWORD for k in kwargs):
         raise RewardSpecError(
-            f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; its parameters: {', '.join(p for p in params if p != 'self')}"
+            f"reward {name!r} takes no argument {unknown[0] if unknown else list(kwargs)[0]!r}; "
+            f"its parameters: {', '.join(p for p in params if p != 'self')}"
         )
 
 
@@ -92,7 +93,8 @@ def _resolve_callable(spec: str) -> RewardFn:
         return REWARDS.get(spec)
     if ":" not in spec:
         raise RewardSpecError(
-            f"unknown reward {spec!r}; use a registered name ({', '.join(REWARDS.names())}), package.module:function or file.py:function"
+            f"unknown reward {spec!r}; use a registered name ({', '.join(REWARDS.names())}), "
+            "package.module:function or file.py:function"
         )
     target, _, name = spec.rpartition(":")
     if target.endswith(".py"):

@@ -102,7 +102,9 @@ def call_reward(spec: Matcher, prompts: Sequence[str], completions: Sequence[str
     values = _resolve(spec)(list(prompts), list(completions), **fields)
     if not isinstance(values, (list, tuple)) or len(values) != len(completions):
         raise ValueError(
-            f"reward {spec!r} returned {len(values) if isinstance(values, (list, tuple)) else type(values).__name__} values for {len(completions)} completions"
+            f"reward {spec!r} returned "
+            f"{len(values) if isinstance(values, (list, tuple)) else type(values).__name__} values "
+            f"for {len(completions)} completions"
         )
     return [None if v is None else float(v) for v in values]
 

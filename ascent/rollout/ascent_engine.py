@@ -43,7 +43,8 @@ def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
 def warn_if_emulated_bf16(device: torch.device) -> None:
     if device.type == "cpu" and cpu_has_native_bf16() is False:
         warnings.warn(
-            "rollout.precision=bfloat16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16 / bf16 flag): bf16 matmuls are emulated and rollouts will likely be slower than rollout.precision=model",
+            "rollout.precision=bfloat16 on a CPU without native bf16 (no avx512_bf16 / amx_bf16 / bf16 flag): "
+            "bf16 matmuls are emulated and rollouts will likely be slower than rollout.precision=model",
             RuntimeWarning,
             stacklevel=3,
         )
@@ -165,7 +166,8 @@ class FastEngine:
             if self.shards > 1 and not self._warned_shards:
                 self._warned_shards = True
                 warnings.warn(
-                    f"rollout.shards={self.shards} applies to CPU rollouts only; decoding on {device.type} in one shard",
+                    f"rollout.shards={self.shards} applies to CPU rollouts only; "
+                    f"decoding on {device.type} in one shard",
                     RuntimeWarning,
                     stacklevel=3,
                 )

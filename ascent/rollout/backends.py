@@ -56,11 +56,13 @@ def make_engine(cfg: RolloutConfig | str = "ascent", **fields: Any) -> RolloutEn
         )
     if attention not in ATTENTION or (attention != "auto" and name != "ascent"):
         raise ValueError(
-            f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; got {attention!r} with {name!r}"
+            f"rollout.attention must be one of {ATTENTION} and other than 'auto' only with the 'ascent' backend; "
+            f"got {attention!r} with {name!r}"
         )
     if decode_step not in DECODE_STEP or (decode_step != "auto" and name != "ascent"):
         raise ValueError(
-            f"rollout.decode_step must be one of {DECODE_STEP} and other than 'auto' only with the 'ascent' backend; got {decode_step!r} with {name!r}"
+            f"rollout.decode_step must be one of {DECODE_STEP} and other than 'auto' only with the 'ascent' backend; "
+            f"got {decode_step!r} with {name!r}"
         )
     if name == "ascent":
         return engine(

@@ -191,7 +191,8 @@ class Decoder:
         if self.embed.device.type != "cpu" or self.dtype != torch.float32:
             if attention == "native":
                 raise ValueError(
-                    f"rollout.attention=native needs an fp32 model on the CPU, got {self.dtype} on {self.embed.device.type}; use auto or torch"
+                    "rollout.attention=native needs an fp32 model on the CPU, "
+                    f"got {self.dtype} on {self.embed.device.type}; use auto or torch"
                 )
             return None
         from ascent import kernels
@@ -199,7 +200,8 @@ class Decoder:
         native = kernels.load()
         if native is None and attention == "native":
             raise RuntimeError(
-                f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); use auto or torch"
+                f"rollout.attention=native: the native kernel is unavailable ({kernels.unavailable()}); "
+                "use auto or torch"
             )
         return native
 
@@ -357,7 +359,8 @@ class Decoder:
             or scratch.numel() < nq // nkv * end
         ):
             raise ValueError(
-                "attend_native: q, the cache and the scratch must be float32, the scratch (nq/nkv) * end contiguous floats"
+                "attend_native: q, the cache and the scratch must be float32, "
+                "the scratch (nq/nkv) * end contiguous floats"
             )
         out = torch.empty((b, nq, 1, d), dtype=torch.float32)
         ks, vs = keys.stride(), values.stride()

@@ -163,8 +163,9 @@ class VLLMEngine:
             if obj is not None and hasattr(obj, "load_weights"):
                 return obj
         raise RuntimeError(
-            f"vLLM {vllm_version()}: found no way to load new weights into the running model (neither LLM.apply_model nor "
-            "llm.llm_engine.model_executor.driver_worker.model_runner.model); use vllm>=0.8 with VLLM_ENABLE_V1_MULTIPROCESSING=0"
+            f"vLLM {vllm_version()}: found no way to load new weights into the running model "
+            "(neither LLM.apply_model nor llm.llm_engine.model_executor.driver_worker.model_runner.model); "
+            "use vllm>=0.8 with VLLM_ENABLE_V1_MULTIPROCESSING=0"
         )
 
     def sync(self, model: torch.nn.Module) -> None:
@@ -179,13 +180,15 @@ class VLLMEngine:
     def _check_logprobs(self, s: SamplingSettings) -> None:
         if s.temperature not in (0.0, 1.0) and not self.processed_logprobs:
             raise RuntimeError(
-                f"vLLM {vllm_version()} reports log-probs before temperature scaling (no logprobs_mode), so at temperature "
+                f"vLLM {vllm_version()} reports log-probs before temperature scaling (no logprobs_mode), "
+                "so at temperature "
                 f"{s.temperature} they would not be the learner's; upgrade to vllm>=0.10.2 or sample at temperature 1"
             )
         if (s.top_k or s.top_p < 1.0) and s.temperature != 0 and not self._warned_truncation:
             self._warned_truncation = True
             warnings.warn(
-                "rollout.backend=vllm with top_k/top_p: vLLM's sampled log-probs are those of the truncated distribution, not ascent's untruncated convention",
+                "rollout.backend=vllm with top_k/top_p: vLLM's sampled log-probs are those of the truncated "
+                "distribution, not ascent's untruncated convention",
                 stacklevel=3,
             )
 

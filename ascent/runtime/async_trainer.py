@@ -107,7 +107,8 @@ class AsyncTrainer(RLTrainer):
         return self.receive(self.issue(self.sampler.next(prompts)), t0)
 
     def receive(self, req: RolloutRequest, t0: float) -> tuple[RolloutBatch, RewardResult]:
-        """The scored batch of `req`, re-sampled if it came back too stale; the wait since `t0` counts as rollout time."""
+        """The scored batch of `req`, re-sampled if it came back too stale; the wait since `t0` counts as
+        rollout time."""
         result = self.pool.result(req.id)
         while self.step_count - result.batch.policy_version > self.K:  # never under the schedule; a guard
             self.totals["dropped_stale"] += 1
@@ -254,7 +255,8 @@ class AsyncTrainer(RLTrainer):
                 else f"ray.rollout_workers={r.rollout_workers}"
             )
             raise ValueError(
-                f"{workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, the Ray cluster has {have:g}; lower one of them (fractions are allowed)"
+                f"{workers} x ray.num_cpus_per_worker={r.num_cpus_per_worker} needs {need:g} CPUs, "
+                f"the Ray cluster has {have:g}; lower one of them (fractions are allowed)"
             )
         if r.rollout_workers > self.K + 1:
             log.warning(
@@ -265,12 +267,14 @@ class AsyncTrainer(RLTrainer):
             )
         if self.partial_tokens and not supports_partial(self.collector):
             raise ValueError(
-                f"ray.partial_rollout_tokens={self.partial_tokens}: partial rollouts continue single-turn sequences, this task's collector is {type(self.collector).__name__}; set ray.partial_rollout_tokens=0"
+                f"ray.partial_rollout_tokens={self.partial_tokens}: partial rollouts continue single-turn sequences, "
+                f"this task's collector is {type(self.collector).__name__}; set ray.partial_rollout_tokens=0"
             )
         scorers = r.reward_workers if not self.score_here else 0
         if r.reward_workers and self.score_here:
             log.warning(
-                "ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, in the order batches are consumed",
+                "ray.reward_workers=%d unused: rewards with state (%s) are scored in the learner's process, "
+                "in the order batches are consumed",
                 r.reward_workers,
                 ", ".join(self.parts.rewards.state_dict()),
             )

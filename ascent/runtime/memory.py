@@ -6,9 +6,9 @@ such blocks with `mmap` and gives them back with `munmap` on free, or trims the 
 step's tensors land on fresh pages that the kernel must fault in and zero, one 4 KiB page at a time.
 Measured on the `benchmarks/step_vs_trl.py` workload (3.17M Qwen2, 128 x 71 tokens, 2-core CPU): ~100,000
 minor page faults per step with glibc's defaults, ~30 with the settings below applied at start, 2.85 ->
-2.22 s per step; 0.79x the step time when alternating the two settings step by step in one process. PyTorch's CPU performance guide
-recommends the same cure in the form of a caching allocator (jemalloc, tcmalloc via LD_PRELOAD); this
-gets most of it from glibc itself, without preloading anything:
+2.22 s per step; 0.79x the step time when alternating the two settings step by step in one process.
+PyTorch's CPU performance guide recommends the same cure in the form of a caching allocator (jemalloc,
+tcmalloc via LD_PRELOAD); this gets most of it from glibc itself, without preloading anything:
 
     M_MMAP_THRESHOLD  32 MiB   blocks up to this size come from the heap, not from mmap (glibc's maximum)
     M_TRIM_THRESHOLD   1 GiB   freed heap memory is kept for reuse until this much is free at its top

@@ -31,7 +31,8 @@ from typing import Optional
 ASSUMPTIONS = [
     "every worker has its own compute: a worker's batch time does not grow with the number of workers",
     "the learner's step time does not depend on how stale its batch is, and it takes one batch per step",
-    "weight sync is on each worker's path once per version (load before sampling); publishing costs the learner nothing",
+    "weight sync is on each worker's path once per version (load before sampling); "
+    "publishing costs the learner nothing",
     "reward latency is part of the worker's batch time (workers score their own batches); no worker failures",
     "a local (runtime=local) run's rollout + reward time stands for one worker's batch time",
 ]
@@ -139,7 +140,8 @@ def plan_command(
     missing = [k for k in ("samples_per_step", "worker_batch_s", "learner_step_s") if k not in found]
     if missing:
         raise ConfigError(
-            f"ascent plan needs {', '.join(missing)}: give a run directory (its metrics.jsonl) or --{missing[0].replace('_', '-')}"
+            f"ascent plan needs {', '.join(missing)}: "
+            f"give a run directory (its metrics.jsonl) or --{missing[0].replace('_', '-')}"
         )
     if found["learner_step_s"] <= 0:
         raise ConfigError("the learner step time must be > 0")
@@ -170,11 +172,14 @@ def plan_command(
 def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> str:
     need = workers_needed(m)
     lines = [
-        f"measured: {m.samples_per_step} samples per step; one worker: {m.worker_batch_s:.3f} s per batch ({m.samples_per_step / m.worker_batch_s:.1f} samples/s) "
+        f"measured: {m.samples_per_step} samples per step; one worker: {m.worker_batch_s:.3f} s per batch "
+        f"({m.samples_per_step / m.worker_batch_s:.1f} samples/s) "
         f"+ {m.sync_s:.3f} s weight sync; learner: {m.learner_step_s:.3f} s per step",
-        "model (ECHO-2, Xiao et al. 2026): step = max(T_learn, (T_sync + T_worker) / workers, (T_sync + T_worker + T_learn) / (K + 1))",
+        "model (ECHO-2, Xiao et al. 2026): "
+        "step = max(T_learn, (T_sync + T_worker) / workers, (T_sync + T_worker + T_learn) / (K + 1))",
         f"-> {need} rollout workers at ray.max_staleness={staleness_needed(m, need)} keep the learner busy "
-        f"({m.samples_per_step / m.learner_step_s:.1f} samples/s, {(m.sync_s + m.worker_batch_s + m.learner_step_s) / m.learner_step_s:.2f}x the synchronous loop)",
+        f"({m.samples_per_step / m.learner_step_s:.1f} samples/s, "
+        f"{(m.sync_s + m.worker_batch_s + m.learner_step_s) / m.learner_step_s:.2f}x the synchronous loop)",
         "",
         f"{'workers':>8} {'K':>4} {'step s':>9} {'samples/s':>10} {'learner busy':>13}",
     ]
@@ -184,7 +189,8 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
     ]
     if max_staleness is not None and need > max_staleness:
         lines.append(
-            f"with ray.max_staleness={max_staleness} the staleness window binds: step >= {step_seconds(m, need, max_staleness):.3f} s whatever the workers"
+            f"with ray.max_staleness={max_staleness} the staleness window binds: "
+            f"step >= {step_seconds(m, need, max_staleness):.3f} s whatever the workers"
         )
     lines += ["", "assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return "\n".join(lines)

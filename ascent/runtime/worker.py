@@ -170,7 +170,8 @@ class RolloutWorker:
         _, unexpected = self.collector.policy.model.load_state_dict(weights, strict=False)  # trainable tensors only
         if unexpected:
             raise RuntimeError(
-                f"rollout worker: weights of version {req.version} do not fit the policy (unexpected {sorted(unexpected)[:5]})"
+                f"rollout worker: weights of version {req.version} "
+                f"do not fit the policy (unexpected {sorted(unexpected)[:5]})"
             )
         self.version = req.version
         return time.perf_counter() - t0
