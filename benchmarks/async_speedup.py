@@ -13,7 +13,8 @@ timings only: every run's trajectory is fixed by its seed (the async schedule do
 
     python benchmarks/async_speedup.py                 # sync, K=1, K=2; prints one JSON object
     python benchmarks/async_speedup.py --ks 1 --steps 10
-    python benchmarks/async_speedup.py --ks 2 --reward-workers 0,3   # each K with rollout workers scoring, then 3 reward workers
+    # each K with rollout workers scoring, then 3 reward workers:
+    python benchmarks/async_speedup.py --ks 2 --reward-workers 0,3
 """
 
 from __future__ import annotations

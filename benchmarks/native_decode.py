@@ -12,7 +12,8 @@ Both sides use the engine's defaults otherwise (on a CPU with two or more thread
 median of the paired ratios (native / torch, adjacent calls), the share of rows the two sampled
 identically and the largest difference of their sampled log-probs where they agree.
 
-    .venv/bin/python benchmarks/native_decode.py [--compare step] [--models 3.17M,25M,smollm2] [--repeats 6] [--workload full64]
+    .venv/bin/python benchmarks/native_decode.py [--compare step] [--models 3.17M,25M,smollm2] [--repeats 6] \
+        [--workload full64]
 """
 
 from __future__ import annotations

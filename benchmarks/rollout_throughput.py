@@ -4,16 +4,16 @@ prompts and sampling settings.
     python benchmarks/rollout_throughput.py [--models 3.17M,25M,smollm2] [--repeats 3]
     python benchmarks/rollout_throughput.py --device cuda --dtype bfloat16 --models smollm2   # GPU, + vLLM
 
-Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields: `ascent_tokens_per_s`,
-`hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's tokens/s x
-2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU).
+Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields:
+`ascent_tokens_per_s`, `hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's
+tokens/s x 2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU).
 `ascent` is the engine with its defaults (on a CPU: sharded decoding, one shard per torch thread, see
 `rollout.shards`); with `--one-batch on` (default) also `ascent_one_batch_tokens_per_s`, the engine
-decoding the whole batch at once (`rollout.shards=1`). With `--bf16 on` (default) also `ascent_bf16_tokens_per_s` and `speedup_bf16_vs_hf_generate`: ascent's
-engine with `rollout.precision=bfloat16` on the same fp32 model against HF generate in fp32; `--hf-bf16`
-adds HF generate on a bfloat16 copy of the model (`speedup_bf16_vs_hf_generate_bf16`). Workloads: `full64` (exactly 64 new tokens,
-EOS ignored) and `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples,
-temperature 1.0.
+decoding the whole batch at once (`rollout.shards=1`). With `--bf16 on` (default) also
+`ascent_bf16_tokens_per_s` and `speedup_bf16_vs_hf_generate`: ascent's engine with `rollout.precision=bfloat16`
+on the same fp32 model against HF generate in fp32; `--hf-bf16` adds HF generate on a bfloat16 copy of the
+model (`speedup_bf16_vs_hf_generate_bf16`). Workloads: `full64` (exactly 64 new tokens, EOS ignored) and
+`natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples, temperature 1.0.
 
 `--malloc tuned` (default) applies ascent's allocator setting to the whole process, as `ascent train` does
 (`malloc` in the run config, see `ascent.runtime.memory`): HF generate runs under it too; `--malloc system`
@@ -206,7 +206,8 @@ def main() -> None:
         "--malloc",
         choices=["tuned", "system"],
         default="tuned",
-        help="the process's allocator (ascent's `malloc` setting, as `ascent train` applies it; HF generate runs in the same process under it)",
+        help="the process's allocator (ascent's `malloc` setting, as `ascent train` applies it; "
+        "HF generate runs in the same process under it)",
     )
     args = p.parse_args()
     from ascent.runtime.memory import tune_malloc
@@ -244,7 +245,8 @@ def main() -> None:
         )
         vl = f" {r['vllm_tokens_per_s']:11.1f} {r['speedup_vs_vllm']:8.2f}" if "vllm_tokens_per_s" in r else ""
         print(
-            f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f} {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{b16}{vl}"
+            f"{r['model']:8} {r['workload']:11} {r['ascent_tokens_per_s']:13.1f} {r['hf_generate_tokens_per_s']:10.1f}"
+            f" {r['speedup_vs_hf_generate']:8.2f} {r['roofline_fraction']:9.3f}{b16}{vl}"
         )
 
 

@@ -195,7 +195,8 @@ def main() -> None:
             else ""
         )
         print(
-            f"{name:26} {statistics.median(rs):9.1f} tok/s (median of {len(rs)}; last repeat {steps[name]} decode steps){vs}",
+            f"{name:26} {statistics.median(rs):9.1f} tok/s"
+            f" (median of {len(rs)}; last repeat {steps[name]} decode steps){vs}",
             file=sys.stderr,
         )
 

@@ -503,7 +503,8 @@ def main(argv: list[str] | None = None) -> None:
         trl = TRLSide(args, venv, folder, data) if args.skip != "trl" else None  # starts while ascent builds
         ascent = AscentSide(args, folder, data) if args.skip != "ascent" else None
         log(
-            f"ascent ({args.backend} backend) and TRL {trl_version}, alternating: {args.warmup} warm-up + {args.steps} timed steps each"
+            f"ascent ({args.backend} backend) and TRL {trl_version}, alternating: "
+            f"{args.warmup} warm-up + {args.steps} timed steps each"
         )
         pairs = []
         for i in range(args.warmup + args.steps):

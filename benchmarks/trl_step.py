@@ -47,7 +47,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument(
         "--lockstep",
         action="store_true",
-        help='before each step print {"event": "ready"} and wait for a line on stdin; after it print {"event": "step", ...}',
+        help='before each step print {"event": "ready"} and wait for a line on stdin; '
+        'after it print {"event": "step", ...}',
     )
     return p.parse_args()
 

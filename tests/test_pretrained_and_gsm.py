@@ -93,7 +93,8 @@ def test_word_problems_checked_by_hand() -> None:
         ("Anna has 17 books. Sara has 19 books. How many books do they have together?", "36"),
         ("Anna has 27 cards and gives 7 of them to Maria. How many cards does Anna have left?", "20"),
         (
-            "Omar has 9 jars of stickers. Each of the jars holds 9 stickers. How many stickers does Omar have in total?",
+            "Omar has 9 jars of stickers. Each of the jars holds 9 stickers. "
+            "How many stickers does Omar have in total?",
             "81",
         ),
     ]

@@ -40,7 +40,8 @@ def agent(world):
     def respond(context: str) -> str:
         q = next(q for q in world.questions(10, hops=1) if q.question in context)
         if "<tool_response>" not in context:
-            return f" <tool_call>{json.dumps({'name': 'search', 'arguments': {'query': world.entities[q.subject].name}})}</tool_call>"
+            call = {"name": "search", "arguments": {"query": world.entities[q.subject].name}}
+            return f" <tool_call>{json.dumps(call)}</tool_call>"
         return f"The answer is <answer>{q.answer}</answer>"
 
     return respond

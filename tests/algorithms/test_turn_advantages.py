@@ -97,7 +97,8 @@ def group_std(i, rewards, groups, valid):
 
 
 def node(i, depth, trajs, rewards, groups, valid):
-    """(mean outcome, count) of the valid trajectories of i's group whose first depth+1 turns equal i's (depth -1: root)."""
+    """(mean outcome, count) of the valid trajectories of i's group whose first depth+1 turns equal i's
+    (depth -1: root)."""
     key = trajs[i][: depth + 1]
     members = [
         j
@@ -271,7 +272,8 @@ def test_tree_telescopes_to_outcome_minus_group_mean_for_unique_histories():
 def test_progress_hand_values():
     inp = make_batch(HAND_TRAJS, HAND_REWARDS)
     c = progress_contributions(inp, CFG, ProgressParams(prior=1.0))
-    # A: p0 = (3 * 2/3 + 1/2) / 4 = 5/8; p1 = (2 * 1/2 + 5/8) / 3 = 13/24; p2 = 1.   D: p0 = (0 + 1/2) / 2 = 1/4; p1 = 0.
+    # A: p0 = (3 * 2/3 + 1/2) / 4 = 5/8; p1 = (2 * 1/2 + 5/8) / 3 = 13/24; p2 = 1.
+    # D: p0 = (0 + 1/2) / 2 = 1/4; p1 = 0.
     assert c[0].tolist() == pytest.approx([1 / 8, -1 / 12, 11 / 24], abs=1e-12)
     assert c[3, :2].tolist() == pytest.approx([-1 / 4, -1 / 4], abs=1e-12)
     assert float(c[3, 2]) == 0.0

@@ -67,7 +67,10 @@ def test_parse_command(text, cmd):
 
 
 def test_clean_feedback_drops_prompt_status_and_menu():
-    raw = "\nYou win.\n\n\n\n*** The End ***\n\nWould you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command?\n>     "
+    raw = (
+        "\nYou win.\n\n\n\n*** The End ***\n\n"
+        "Would you like to RESTART, RESTORE a saved game, QUIT or UNDO the last command?\n>     "
+    )
     assert clean_feedback(raw) == "You win.\n\n*** The End ***"
 
 

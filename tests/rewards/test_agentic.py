@@ -90,9 +90,11 @@ def test_trace_state_survives_through_the_runner():
     b = RewardRunner(["answer_em", "trace(rate=1.0)"])
     assert a.fns[1] is not b.fns[1], "each runner owns its stateful reward"
     batches = [trace_batch([5, 7], [True, True]), trace_batch([2, 2], [True, False]), trace_batch([3, 1], [True, True])]
-    score = lambda r, x: r.score(
-        x["prompts"], x["completions"], [{"answer": g, "agent_info": i} for g, i in zip(x["answer"], x["agent_info"])]
-    ).rewards.tolist()  # noqa: E731
+
+    def score(r, x):
+        fields = [{"answer": g, "agent_info": i} for g, i in zip(x["answer"], x["agent_info"])]
+        return r.score(x["prompts"], x["completions"], fields).rewards.tolist()
+
     score(a, batches[0])
     b.load_state_dict(a.state_dict())
     assert b.state_dict() == a.state_dict() == {"1:trace(rate=1.0)": {"ref": 6.0, "batches": 1}}

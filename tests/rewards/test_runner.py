@@ -56,7 +56,8 @@ USER_REWARDS = textwrap.dedent(
         return [float(len(c)) for c in completions]
 
     def record(prompts, completions, **kw):
-        CALLS.append({"prompts": list(prompts), "completions": list(completions), **{k: list(v) for k, v in kw.items()}})
+        fields = {k: list(v) for k, v in kw.items()}
+        CALLS.append({"prompts": list(prompts), "completions": list(completions), **fields})
         return [0.0] * len(completions)
 
     NOT_CALLABLE = 3

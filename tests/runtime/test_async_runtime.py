@@ -21,27 +21,11 @@ from ascent.runtime.async_trainer import AsyncTrainer
 from ascent.runtime.worker import RewardSpec, RolloutRequest, RolloutWorker, trainable_state
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.rl import RLParts
-from tests.trainer.test_learning import REWARD, TINY
+from tests.trainer.test_learning import TINY
 
 P, N = 4, 4  # prompts per step, samples per prompt
 BASE = ["train.prompts_per_step=4", "rollout.samples_per_prompt=4", "train.optim.lr=3e-3"]
 ASYNC = ["runtime=ray", "algorithm.tis_cap=2.0", "ray.num_cpus_per_worker=0.5"]
-
-
-@pytest.fixture(scope="module")
-def seven(tmp_path_factory):
-    """tests/trainer/test_learning.py's seven task: reward 1 when the completion starts with 7."""
-    tmp = tmp_path_factory.mktemp("seven")
-    rows = [{"prompt": f"{i}+{j}=", "answer": "7"} for i in range(10) for j in range(10)]
-    (tmp / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (tmp / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:10]))
-    (tmp / "seven.py").write_text(REWARD)
-    return [
-        f"data.train={tmp}/train.jsonl",
-        f"data.eval={tmp}/eval.jsonl",
-        f"reward={tmp}/seven.py:starts_with_seven",
-        f"output_dir={tmp}",
-    ]
 
 
 def trainer_for(seven, overrides):

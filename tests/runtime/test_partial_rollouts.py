@@ -14,7 +14,7 @@ from ascent.config import ConfigError, load_config
 from ascent.policy.model import token_logprobs
 from ascent.runtime.partial import sample_segment, start, to_batch
 from ascent.runtime.worker import trainable_state
-from tests.runtime.test_async_runtime import ASYNC, N, P, expected_counts, flat, seven, trainer_for  # noqa: F401  (fixture)
+from tests.runtime.test_async_runtime import ASYNC, N, P, expected_counts, flat, trainer_for
 
 LONG = ["rollout.max_new_tokens=6"]
 PARTIAL = ASYNC + ["ray.max_staleness=2", "ray.partial_rollout_tokens=2", "rollout.max_new_tokens=4"]

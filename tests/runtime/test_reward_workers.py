@@ -16,7 +16,7 @@ import torch
 
 from ascent.rewards.runner import RewardRunner
 from ascent.runtime.worker import RewardSpec, RewardWorker, RolloutRequest, RolloutResult, RolloutWorker
-from tests.runtime.test_async_runtime import ASYNC, N, P, expected_counts, flat, seven, trainer_for  # noqa: F401  (fixture)
+from tests.runtime.test_async_runtime import ASYNC, N, P, expected_counts, flat, trainer_for
 
 FLAKY = '''
 import time
@@ -41,9 +41,9 @@ def flaky(seven, tmp_path_factory):
 
 
 def scores_equal(a, b) -> bool:
-    same = lambda x, y: (
-        torch.equal(torch.isnan(x), torch.isnan(y)) and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
-    )  # noqa: E731
+    def same(x, y):
+        return torch.equal(torch.isnan(x), torch.isnan(y)) and torch.equal(torch.nan_to_num(x), torch.nan_to_num(y))
+
     return (
         same(a.rewards, b.rewards)
         and torch.equal(a.valid, b.valid)
