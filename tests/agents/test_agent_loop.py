@@ -57,7 +57,7 @@ CFG = AgentConfig(max_turns=3, max_turn_tokens=12, max_total_tokens=300)
 
 @pytest.fixture(scope="module")
 def real_run(tok, world):
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     policy = Policy(model=tiny_qwen(tok, seed=1), tokenizer=tok)
     engine = Recording(make_engine("ascent"))

@@ -68,11 +68,10 @@ def rows(worlds):
 
 @pytest.fixture(scope="module")
 def policy():
-    from conftest import tiny_qwen
-
     from ascent.agents import with_chat_template
     from ascent.envs.search_world import ALPHABET
     from ascent.policy.tokenizer import char_tokenizer
+    from tests.conftest import tiny_qwen
 
     tok = with_chat_template(char_tokenizer(ALPHABET))
     return Policy(model=tiny_qwen(tok, seed=5), tokenizer=tok)

@@ -65,7 +65,7 @@ def retokenized(t: Trajectory, tokenizer, fix=lambda text: text, add_special_tok
 
 
 def test_char_template_real_model_passes_and_retokenised_fails(world):
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     tok = with_chat_template(char_tokenizer(ALPHABET))
     policy = Policy(model=tiny_qwen(tok, seed=3), tokenizer=tok)

@@ -136,7 +136,7 @@ def test_top_k_restricts_samples(tiny_policy, tokenizer):
 def test_fast_decoder_matches_hf_forward_engine(temperature, tokenizer):
     """The functional decoder samples exactly what the HF-forward engine samples (same seed), with early
     exits and batch compaction in play (random init: ~1/17 EOS chance per token)."""
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     model = tiny_qwen(tokenizer, seed=5, hidden=64, layers=2)
     s = settings(tokenizer, temperature=temperature, max_new_tokens=40)
@@ -206,7 +206,7 @@ def test_inverse_cdf_matches_one_cumulative_sum(vocab):
 def test_bfloat16_precision_samples_close_to_the_model(tokenizer):
     """rollout.precision=bfloat16: reproducible, the model's own weights untouched, sampled log-probs within
     bf16 rounding of the fp32 learner's (but not equal to them), and a clear error on backends without it."""
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     model = tiny_qwen(tokenizer, seed=2, hidden=64, layers=2)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -268,10 +268,10 @@ def test_fast_decoder_runs_lora_policies(precision, tokenizer):
     """A peft LoRA policy (adapters on every block projection, B made non-zero so they matter) goes through
     the fast decoder with its adapters merged: the same samples as the HF-forward engine, log-probs equal to
     the learner's teacher-forced ones in fp32, and the adapters' effect is really in them."""
-    from conftest import tiny_qwen
     from peft import LoraConfig, get_peft_model
 
     from ascent.rollout.decoder import supports
+    from tests.conftest import tiny_qwen
 
     base = tiny_qwen(tokenizer, seed=4, hidden=64, layers=2)
     plain = make_engine("ascent").generate(

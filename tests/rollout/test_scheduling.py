@@ -20,7 +20,7 @@ def ids_of(tokenizer):
 
 def natural_model(tokenizer):
     """Random init, ~1/17 EOS chance per token: lengths vary a lot within and across groups."""
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     return tiny_qwen(tokenizer, seed=5, hidden=64, layers=2)
 

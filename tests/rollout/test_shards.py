@@ -26,7 +26,7 @@ def settings(tokenizer, **kw):
 
 def natural_model(tokenizer):
     """Random init, ~1/17 EOS chance per token: lengths vary within and across groups (compaction runs)."""
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     return tiny_qwen(tokenizer, seed=5, hidden=64, layers=2)
 

@@ -37,7 +37,7 @@ def test_fused_norm_equals_hf(shape, hidden, native, two_threads):
 
 
 def test_fused_model_trains_like_the_hf_model(native, tokenizer, two_threads):
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     model = tiny_qwen(tokenizer, seed=2, hidden=48, layers=2).train()
     fused = copy.deepcopy(model)
@@ -52,7 +52,7 @@ def test_fused_model_trains_like_the_hf_model(native, tokenizer, two_threads):
 
 
 def test_fallbacks_keep_a_fused_model_usable(native, tokenizer, monkeypatch):
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     model = tiny_qwen(tokenizer, seed=3)
     fused = copy.deepcopy(model)
@@ -87,9 +87,8 @@ def test_learner_fuses_the_policy_by_default(tiny_policy, tokenizer):
     assert sum(isinstance(m, FusedRMSNorm) for m in tiny_policy.model.modules()) == expected
     off = load_config("default", ["train.fused_norm=false"])
     assert off.train.fused_norm is False
-    from conftest import tiny_qwen
-
     from ascent.policy.model import Policy
+    from tests.conftest import tiny_qwen
 
     plain = Policy(model=tiny_qwen(tokenizer), tokenizer=tokenizer)
     learner = Learner(plain, replace(off, train=replace(off.train, steps=10, micro_batch_size=8), rollout=cfg.rollout))

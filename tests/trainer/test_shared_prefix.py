@@ -21,7 +21,7 @@ def batch_for(model, tokenizer, n=4, max_new=24, seed=0):
 
 
 def qwen(tokenizer):
-    from conftest import tiny_qwen
+    from tests.conftest import tiny_qwen
 
     return tiny_qwen(tokenizer, seed=5, hidden=64, layers=2).train()
 
