@@ -161,7 +161,10 @@ def parser() -> argparse.ArgumentParser:
         "items",
         nargs="*",
         metavar="RECIPE|key=value",
-        help="a shipped recipe name or YAML path (default: default), then key=value overrides with dotted keys (train.steps=100)",
+        help=(
+            "a shipped recipe name or YAML path (default: default), "
+            "then key=value overrides with dotted keys (train.steps=100)"
+        ),
     )
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory of the same name")

@@ -119,20 +119,20 @@ class Registry(Generic[F]):
 
     def resolve(self, spec: str, key: str = "") -> Piece[F]:
         """`name` or `name(key=value, ...)` -> a Piece with its parameters built and checked; a bad name,
-                an unknown parameter or a value out of range raises ConfigError naming `key` and the piece.
+        an unknown parameter or a value out of range raises ConfigError naming `key` and the piece.
 
-                >>> import dataclasses
-        from dataclasses import dataclass
-                >>> r = Registry("scale")
-                >>> @dataclass(frozen=True)
-                ... class TimesParams:
-                ...     k: float = 2.0
-                ...     '''The factor.'''
-                >>> @r.register("times", params=TimesParams)
-                ... def times(x, params):
-                ...     return x * params.k
-                >>> r.resolve("times(k=3)")(2), r.resolve("times")(2), r.resolve("times(k=3)").spec
-                (6.0, 4.0, 'times(k=3.0)')
+        >>> import dataclasses
+        >>> from dataclasses import dataclass
+        >>> r = Registry("scale")
+        >>> @dataclass(frozen=True)
+        ... class TimesParams:
+        ...     k: float = 2.0
+        ...     '''The factor.'''
+        >>> @r.register("times", params=TimesParams)
+        ... def times(x, params):
+        ...     return x * params.k
+        >>> r.resolve("times(k=3)")(2), r.resolve("times")(2), r.resolve("times(k=3)").spec
+        (6.0, 4.0, 'times(k=3.0)')
         """
         where = f"{key}: " if key else ""
         name, kwargs = parse_spec(spec)

@@ -112,7 +112,8 @@ def _extra(inp: AdvantageInput, key: str, name: str) -> torch.Tensor:
     value = inp.extras.get(key)
     if value is None:
         raise ValueError(
-            f"advantage estimator {name!r} needs inp.extras[{key!r}] (the trainer fills it); got extras {sorted(inp.extras)}"
+            f"advantage estimator {name!r} needs inp.extras[{key!r}] (the trainer fills it); "
+            f"got extras {sorted(inp.extras)}"
         )
     return value
 
@@ -167,7 +168,8 @@ class TacoParams:
     """TACO (Lou et al. 2026, arXiv:2607.07976): tail-aware credit calibration."""
 
     alpha: float = 0.01
-    """Tail-risk strictness (TACO, Lou et al. 2026, arXiv:2607.07976): a token is risky when -log p > local entropy + log(1/alpha); larger flags more tokens; > 0."""
+    """Tail-risk strictness (TACO, Lou et al. 2026, arXiv:2607.07976): a token is risky when
+    -log p > local entropy + log(1/alpha); larger flags more tokens; > 0."""
     floor: float = 0.1
     """Smallest factor on a risky token's positive advantage (1 - the paper's lambda), in (0, 1]."""
     window: int = 16
@@ -228,7 +230,8 @@ class ExppoParams:
     """ExPPO (Exploration-Preserving Policy Optimization, 2026)."""
 
     strength: float = 0.5
-    """Bound of the surprisal shaping (ExPPO, Exploration-Preserving Policy Optimization, 2026): weights in [1 - s, 1 + s] times the pass rate; in [0, 1)."""
+    """Bound of the surprisal shaping (ExPPO, Exploration-Preserving Policy Optimization, 2026): weights in
+    [1 - s, 1 + s] times the pass rate; in [0, 1)."""
     threshold: float = 1.0
     """A response passes (counts in the prompt's pass rate) when its reward is >= this."""
 
@@ -272,7 +275,8 @@ class AemParams:
     """AEM (Zhao et al. 2026, arXiv:2605.00425): adaptive entropy modulation."""
 
     strength: float = 0.5
-    """Bound of the advantage x relative-surprisal rescaling (AEM, Zhao et al. 2026, arXiv:2605.00425): factors in [1 - s, 1 + s]; in [0, 1)."""
+    """Bound of the advantage x relative-surprisal rescaling (AEM, Zhao et al. 2026, arXiv:2605.00425): factors
+    in [1 - s, 1 + s]; in [0, 1)."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.strength < 1.0:
@@ -306,7 +310,8 @@ class SuccessAdaptiveParams:
     """GUI-Libra success-adaptive scaling (Yang et al. 2026, arXiv:2602.22190)."""
 
     threshold: float = 1.0
-    """A sample succeeds when its reward is >= this (GUI-Libra success-adaptive scaling, Yang et al. 2026, arXiv:2602.22190)."""
+    """A sample succeeds when its reward is >= this (GUI-Libra success-adaptive scaling, Yang et al. 2026,
+    arXiv:2602.22190)."""
     strength: float = 1.0
     """Negative advantages are multiplied by 1 - strength x the group's success rate; in [0, 1] (0: GRPO)."""
 
@@ -337,7 +342,8 @@ class SaMrpoParams:
     """SA-MRPO (Saturation Aware Advantage Reweighting for Multi-Reward Policy Optimization, 2026)."""
 
     power: float = 1.0
-    """Each objective's discount is (1 - batch saturation) ** power (SA-MRPO, 2026; 0: no discount, equal weights); >= 0."""
+    """Each objective's discount is (1 - batch saturation) ** power (SA-MRPO, 2026; 0: no discount, equal
+    weights); >= 0."""
 
     def __post_init__(self) -> None:
         if not self.power >= 0:
@@ -391,7 +397,8 @@ class TmnParams:
     """TMN-Reweight (GoLongRL, Lv et al. 2026, arXiv:2605.19577)."""
 
     difficulty: float = 1.0
-    """A group weighs 1 + this x (1 - its mean reward placed in its task's range) (TMN-Reweight, GoLongRL, Lv et al. 2026, arXiv:2605.19577; 0: no difficulty weighting); >= 0."""
+    """A group weighs 1 + this x (1 - its mean reward placed in its task's range) (TMN-Reweight, GoLongRL,
+    Lv et al. 2026, arXiv:2605.19577; 0: no difficulty weighting); >= 0."""
 
     def __post_init__(self) -> None:
         if not self.difficulty >= 0:
@@ -438,7 +445,8 @@ class RapoParams:
     """RAPO reward-aware scaling (Fathom-DeepResearch, Singh et al. 2025, arXiv:2509.24107)."""
 
     power: float = 1.0
-    """GRPO advantages times (2 sqrt(p (1 - p))) ** -power, p the group mean reward (RAPO, Singh et al. 2025, arXiv:2509.24107; 0: GRPO); >= 0."""
+    """GRPO advantages times (2 sqrt(p (1 - p))) ** -power, p the group mean reward (RAPO, Singh et al. 2025,
+    arXiv:2509.24107; 0: GRPO); >= 0."""
 
     def __post_init__(self) -> None:
         if not self.power >= 0:
@@ -472,7 +480,8 @@ class MaxrlParams:
     threshold: float = 1.0
     """A sample is correct when its reward is >= this (MaxRL, Tajwar et al. 2026, arXiv:2602.02710)."""
     order: int = 0
-    """Order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood (0: group size); >= 0."""
+    """Order T of the truncated log-likelihood, 1 = RL (pass rate) ... group size = maximum likelihood
+    (0: group size); >= 0."""
     baseline: bool = True
     """Subtract the unbiased leave-one-out baseline (zeroes all-correct and all-failed groups)."""
 
@@ -498,7 +507,6 @@ def maxrl(inp: AdvantageInput, cfg, params: MaxrlParams = MaxrlParams()) -> torc
     gives RLOO. Orders above n are clamped to n. With the baseline a group of one valid sample gets 0 (as in
     every group estimator); without it, A = 1[correct] (REINFORCE).
     """
-    name = "maxrl"
     dtype = torch.float64
     correct = (inp.valid & (torch.nan_to_num(inp.rewards, nan=-math.inf) >= params.threshold)).to(dtype)
     valid = inp.valid.to(dtype)

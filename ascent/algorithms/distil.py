@@ -22,7 +22,8 @@ class DistilParams:
     def __post_init__(self) -> None:
         if not self.teacher:
             raise ValueError(
-                "needs a teacher: write distil(teacher=PATH), a checkpoint folder or a run directory of a model with the same tokenizer"
+                "needs a teacher: write distil(teacher=PATH), a checkpoint folder or a run directory of a model "
+                "with the same tokenizer"
             )
 
 

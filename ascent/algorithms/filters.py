@@ -42,7 +42,8 @@ def dapo(
     """DAPO dynamic sampling (Yu et al. 2025, arXiv:2503.14476): keep a group only when at least two of its
     valid samples' rewards differ (an all-equal group has zero GRPO advantage: no signal); (G,) bool.
 
-    >>> dapo(torch.tensor([1.0, 1.0, 0.0, 1.0, 2.0, 2.0]), torch.ones(6, dtype=torch.bool), torch.tensor([0, 0, 1, 1, 2, 2]))
+    >>> dapo(torch.tensor([1.0, 1.0, 0.0, 1.0, 2.0, 2.0]), torch.ones(6, dtype=torch.bool),
+    ...      torch.tensor([0, 0, 1, 1, 2, 2]))
     tensor([False,  True, False])
     """
     lo, hi = group_min_max(rewards, valid, group_index)  # (G,) each

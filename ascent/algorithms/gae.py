@@ -26,7 +26,8 @@ from ascent.algorithms.types import AdvantageInput
 def outcome_token_rewards(rewards: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(N, T): each valid sequence's reward on its last completion token, 0 elsewhere.
 
-    >>> outcome_token_rewards(torch.tensor([2.0, float("nan")]), torch.tensor([True, False]), torch.tensor([[0., 1., 1., 0.], [0., 1., 0., 0.]]))
+    >>> outcome_token_rewards(torch.tensor([2.0, float("nan")]), torch.tensor([True, False]),
+    ...                       torch.tensor([[0., 1., 1., 0.], [0., 1., 0., 0.]]))
     tensor([[0., 0., 2., 0.],
             [0., 0., 0., 0.]])
     """
@@ -141,7 +142,8 @@ class CriticState(PieceState):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "model" not in state:
             raise ValueError(
-                "the checkpoint has no critic state (it was written without the 'gae' advantage); resume with the advantage it was trained with"
+                "the checkpoint has no critic state (it was written without the 'gae' advantage); "
+                "resume with the advantage it was trained with"
             )
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
@@ -153,7 +155,8 @@ class GaeParams:
     """GAE (Schulman et al. 2016, arXiv:1506.02438) and its critic."""
 
     gamma: float = 1.0
-    """Discount per token (GAE, Schulman et al. 2016, arXiv:1506.02438; 1.0: no discount, the usual choice for LLMs), in (0, 1]."""
+    """Discount per token (GAE, Schulman et al. 2016, arXiv:1506.02438; 1.0: no discount, the usual choice for
+    LLMs), in (0, 1]."""
     lam: float = 0.95
     """GAE lambda, the bias/variance trade-off (1: Monte Carlo returns minus the value), in [0, 1]."""
     whiten: bool = True
@@ -184,7 +187,8 @@ def gae(inp: AdvantageInput, cfg, params: GaeParams = GaeParams()) -> torch.Tens
     """
     if "values" not in inp.extras:
         raise ValueError(
-            "advantage 'gae' needs extras['values'] (N, T) from a critic; RLTrainer fills it because gae.requires names 'values'"
+            "advantage 'gae' needs extras['values'] (N, T) from a critic; "
+            "RLTrainer fills it because gae.requires names 'values'"
         )
     values = inp.extras["values"].to(inp.mask.dtype)
     adv, _ = compute_gae(
@@ -212,7 +216,8 @@ def clipped_value_loss(
     """PPO's value loss 0.5 max((V - R)^2, (clip(V, V_old +- c) - R)^2), token mean through `aggregate`
     normalised by the mini-batch's `num_tokens`; also the share of tokens where the clipped term wins.
 
-    >>> loss, frac = clipped_value_loss(torch.tensor([[1.0]]), torch.tensor([[0.0]]), torch.tensor([[2.0]]), torch.ones(1, 1), 0.5, 1.0)
+    >>> loss, frac = clipped_value_loss(torch.tensor([[1.0]]), torch.tensor([[0.0]]), torch.tensor([[2.0]]),
+    ...                                 torch.ones(1, 1), 0.5, 1.0)
     >>> float(loss), frac  # clipped value 0.5: 0.5 * max(1, 2.25)
     (1.125, 1.0)
     """

@@ -11,7 +11,8 @@ def group_min_max(
     """(min, max) over each group's valid values, (G,) each; a group with no valid value gets (+big, -big)
     (the dtype's largest finite value), so `max > min` is false for it and `min == max` marks an all-equal one.
 
-    >>> lo, hi = group_min_max(torch.tensor([1.0, 3.0, 5.0, 7.0]), torch.tensor([True, True, False, False]), torch.tensor([0, 0, 1, 1]))
+    >>> lo, hi = group_min_max(torch.tensor([1.0, 3.0, 5.0, 7.0]), torch.tensor([True, True, False, False]),
+    ...                        torch.tensor([0, 0, 1, 1]))
     >>> lo[0].item(), hi[0].item(), bool(hi[1] > lo[1])
     (1.0, 3.0, False)
     """

@@ -292,7 +292,8 @@ def agro(inp: LossInput, cfg, params: AgroParams = AgroParams()) -> tuple[torch.
     generation y. The loss is the spread of the regularised reward c around its group mean b (the
     sample estimate of the constant, computed without grad):
         l_i = (c_i - b_g)^2 / (2 beta),  c_i = r_i - beta sum_t log pi/pi_ref(y_i,t).
-    Its gradient, -(c_i - b_g) grad log pi(y_i) = -(r_i - b_g) grad log pi(y_i) + (beta / 2) grad (log pi/pi_ref(y_i))^2,
+    Its gradient,
+        -(c_i - b_g) grad log pi(y_i) = -(r_i - b_g) grad log pi(y_i) + (beta / 2) grad (log pi/pi_ref(y_i))^2,
     is a policy-gradient term plus a squared log-ratio term; it vanishes at pi* whatever distribution the
     samples came from, which is what lets AGRO learn from on- and off-policy data alike. (Reading chosen:
     the paper's pathwise gradient. With samples drawn from pi itself, the consistency objective's gradient

@@ -143,7 +143,8 @@ class TreeParams:
     """Tree credit (TreeOPSD)."""
 
     normalize: bool = True
-    """Divide turn advantages by the group's outcome std (+ std_eps), as GRPO does (TreeOPSD tree credit; false: Dr. GRPO-like)."""
+    """Divide turn advantages by the group's outcome std (+ std_eps), as GRPO does (TreeOPSD tree credit;
+    false: Dr. GRPO-like)."""
 
 
 @ADVANTAGES.register("tree", params=TreeParams)
@@ -181,7 +182,8 @@ class ProgressParams:
     """Progress attribution (SPA, Wang et al. 2025, arXiv:2505.20732)."""
 
     prior: float = 1.0
-    """Pseudo-count shrinking each tree node's mean outcome toward the progress before the turn (SPA, Wang et al. 2025, arXiv:2505.20732; 0: raw means); >= 0."""
+    """Pseudo-count shrinking each tree node's mean outcome toward the progress before the turn (SPA, Wang et
+    al. 2025, arXiv:2505.20732; 0: raw means); >= 0."""
     normalize: bool = True
     """Divide the per-turn contributions by the group's outcome std (+ std_eps)."""
 
@@ -248,7 +250,8 @@ class SerlParams:
     """SERL (Lyu et al. 2026, arXiv:2605.19447)."""
 
     strength: float = 0.5
-    """Share of each trajectory's credit that environment feedback moves between its turns (SERL, Lyu et al. 2026, arXiv:2605.19447), in [0, 1] (0: GRPO)."""
+    """Share of each trajectory's credit that environment feedback moves between its turns (SERL, Lyu et al.
+    2026, arXiv:2605.19447), in [0, 1] (0: GRPO)."""
     temperature: float = 1.0
     """Softmax temperature of the feedback weights (smaller: credit concentrates on the decisive turns); > 0."""
 
@@ -305,7 +308,8 @@ class ExploreGroupParams:
     """Exploration-aware grouping (EAPO, Hua et al. 2026, arXiv:2605.08978)."""
 
     step_coef: float = 0.0
-    """A turn's return is the outcome plus this x its step reward, extras turn_rewards (Exploration-Aware PO, Hua et al. 2026, arXiv:2605.08978; 0: the outcome only)."""
+    """A turn's return is the outcome plus this x its step reward, extras turn_rewards (Exploration-Aware PO,
+    Hua et al. 2026, arXiv:2605.08978; 0: the outcome only)."""
 
 
 @ADVANTAGES.register("explore_group", params=ExploreGroupParams)

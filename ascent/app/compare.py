@@ -77,7 +77,9 @@ def parse_vary(items: list[str]) -> list[Variant]:
     at top-level commas only, so a piece spec with parameters is one value.
 
     >>> [v.name for v in parse_vary(["algorithm.advantage=grpo,rloo", "algorithm.loss=ppo_clip,gspo"])]
-    ['advantage=grpo,loss=ppo_clip', 'advantage=grpo,loss=gspo', 'advantage=rloo,loss=ppo_clip', 'advantage=rloo,loss=gspo']
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['advantage=grpo,loss=ppo_clip', 'advantage=grpo,loss=gspo',
+     'advantage=rloo,loss=ppo_clip', 'advantage=rloo,loss=gspo']
     >>> [v.overrides for v in parse_vary(["algorithm.advantage=grpo, taco(alpha=0.5, floor=0.2)"])]
     [('algorithm.advantage=grpo',), ('algorithm.advantage=taco(alpha=0.5, floor=0.2)',)]
     """

@@ -47,7 +47,8 @@ def open_run(
     if (run_dir / "state.json").exists():
         if not overwrite:
             raise RunDirError(
-                f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, start over with --overwrite, or choose another name=..."
+                f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, "
+                "start over with --overwrite, or choose another name=..."
             )
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)

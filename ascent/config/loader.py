@@ -275,11 +275,13 @@ def validate(cfg: RunConfig) -> None:
         cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")
     ):
         raise ConfigError(
-            f"rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}"
+            "rollout.max_active_sequences must be >= 0 (0: no cap) and needs backend ascent or vllm; "
+            f"got {cfg.rollout.max_active_sequences} with {cfg.rollout.backend!r}"
         )
     if cfg.rollout.shards < 0 or (cfg.rollout.shards > 1 and cfg.rollout.backend != "ascent"):
         raise ConfigError(
-            f"rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; got {cfg.rollout.shards} with {cfg.rollout.backend!r}"
+            "rollout.shards must be >= 0 (0: automatic) and values above 1 need rollout.backend=ascent; "
+            f"got {cfg.rollout.shards} with {cfg.rollout.backend!r}"
         )
     if cfg.rollout.attention != "auto" and cfg.rollout.backend != "ascent":
         raise ConfigError(
@@ -291,7 +293,8 @@ def validate(cfg: RunConfig) -> None:
         )
     if cfg.rollout.decode_step == "native" and (cfg.rollout.attention == "torch" or cfg.rollout.precision != "model"):
         raise ConfigError(
-            f"rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}"
+            "rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with "
+            f"rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}"
         )
     if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
         raise ConfigError(
@@ -299,7 +302,8 @@ def validate(cfg: RunConfig) -> None:
         )
     if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:
         warnings.warn(
-            f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch (logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0",
+            f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch "
+            "(logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0",
             UserWarning,
             stacklevel=2,
         )
@@ -343,7 +347,8 @@ def _check_agent(cfg: RunConfig) -> None:
     a = cfg.agent
     if a.max_turns < 1 or a.max_turn_tokens < 1 or a.max_total_tokens < 2:
         raise ConfigError(
-            f"agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}"
+            "agent.max_turns and agent.max_turn_tokens must be >= 1 and agent.max_total_tokens >= 2, "
+            f"got {a.max_turns}, {a.max_turn_tokens}, {a.max_total_tokens}"
         )
     if "{answer}" not in a.igpo_template:
         raise ConfigError(f"agent.igpo_template must contain {{answer}}, got {a.igpo_template!r}")
@@ -351,7 +356,8 @@ def _check_agent(cfg: RunConfig) -> None:
     too_long = a.max_total_tokens > cfg.model.max_position_embeddings
     if task.name == "search_world" and cfg.model.source == "scratch" and too_long:
         raise ConfigError(
-            f"agent.max_total_tokens={a.max_total_tokens} exceeds model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former"
+            f"agent.max_total_tokens={a.max_total_tokens} exceeds "
+            f"model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former"
         )
 
 
@@ -360,20 +366,24 @@ def _check_runtime(cfg: RunConfig) -> None:
     r = cfg.ray
     if r.rollout_workers < 1 or r.max_staleness < 0 or r.num_cpus_per_worker <= 0:
         raise ConfigError(
-            f"ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}"
+            "ray.rollout_workers must be >= 1, ray.max_staleness >= 0 and ray.num_cpus_per_worker > 0; "
+            f"got {r.rollout_workers}, {r.max_staleness}, {r.num_cpus_per_worker}"
         )
     if r.reward_workers < 0 or r.partial_rollout_tokens < 0:
         raise ConfigError(
-            f"ray.reward_workers and ray.partial_rollout_tokens must be >= 0 (0: off); got {r.reward_workers}, {r.partial_rollout_tokens}"
+            "ray.reward_workers and ray.partial_rollout_tokens must be >= 0 (0: off); "
+            f"got {r.reward_workers}, {r.partial_rollout_tokens}"
         )
     if cfg.runtime == "ray" and r.partial_rollout_tokens > 0 and r.max_staleness < 2:
         raise ConfigError(
-            f"ray.partial_rollout_tokens={r.partial_rollout_tokens} continues a batch under later policy versions, and a batch finishes "
-            f"with the version before the learner's (no wait): that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0"
+            f"ray.partial_rollout_tokens={r.partial_rollout_tokens} continues a batch under later policy versions, "
+            "and a batch finishes with the version before the learner's (no wait): "
+            f"that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0"
         )
     if cfg.runtime == "ray" and r.max_staleness > 0 and cfg.algorithm.tis_cap is None:
         raise ConfigError(
-            f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: set algorithm.tis_cap "
+            f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: "
+            "set algorithm.tis_cap "
             "(e.g. 2.0; truncated importance weights against the sampling-time log-probs) or ray.max_staleness=0"
         )
 

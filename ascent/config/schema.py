@@ -175,7 +175,8 @@ class OptimConfig:
     min_lr_ratio: float = 0.0
     """Final lr as a fraction of the peak (cosine schedules)."""
     schedule: Literal["constant", "cosine", "linear", "wsd"] = "constant"
-    """Learning-rate schedule after warm-up (wsd: constant, then a linear decay over the last decay_frac of the steps)."""
+    """Learning-rate schedule after warm-up (wsd: constant, then a linear decay over the last decay_frac of the
+    steps)."""
     decay_frac: float = 0.2
     """wsd: share of the steps after warm-up spent decaying to min_lr_ratio, in [0, 1]."""
     warmup_steps: int = 0

@@ -69,7 +69,8 @@ def load_weights(model: torch.nn.Module, folder: Path) -> None:
     tied = {k for k in missing if k.endswith("lm_head.weight")}
     if set(missing) - tied or unexpected:
         raise RuntimeError(
-            f"checkpoint {folder} does not fit the model: missing {sorted(set(missing) - tied)[:5]}, unexpected {sorted(unexpected)[:5]}"
+            f"checkpoint {folder} does not fit the model: missing {sorted(set(missing) - tied)[:5]}, "
+            f"unexpected {sorted(unexpected)[:5]}"
         )
 
 

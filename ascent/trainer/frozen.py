@@ -57,9 +57,11 @@ def check_same_vocabulary(model: torch.nn.Module, tokenizer, policy: Policy, fol
     own = policy.model.get_output_embeddings().weight.shape[0]
     if vocab != own:
         raise VocabularyMismatchError(
-            f"{folder} has {vocab} output tokens, the policy {own}: comparing the two distributions token by token needs the policy's tokenizer and vocabulary"
+            f"{folder} has {vocab} output tokens, the policy {own}: comparing the two distributions token by token "
+            "needs the policy's tokenizer and vocabulary"
         )
     if tokenizer is not None and tokenizer.get_vocab() != policy.tokenizer.get_vocab():
         raise VocabularyMismatchError(
-            f"{folder} uses a different tokenizer than the policy (same size, different tokens); it needs the same tokenizer"
+            f"{folder} uses a different tokenizer than the policy (same size, different tokens); "
+            "it needs the same tokenizer"
         )

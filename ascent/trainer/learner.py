@@ -177,7 +177,8 @@ class Learner:
         groups = len(starts) - 1
         if groups < parts:
             raise ValueError(
-                f"loss {self.algo.loss!r} needs whole groups per mini-batch, but {groups} groups cannot fill algorithm.mini_batches={parts}; lower mini_batches or raise train.prompts_per_step"
+                f"loss {self.algo.loss!r} needs whole groups per mini-batch, but {groups} groups cannot fill "
+                f"algorithm.mini_batches={parts}; lower mini_batches or raise train.prompts_per_step"
             )
         return [starts[round(i * groups / parts)] for i in range(parts + 1)]
 

@@ -159,7 +159,8 @@ class RLTrainer:
         if not bool(scores.valid.any()):
             last = errors[-1] if errors else "every reward returned None (no opinion)"
             raise TrainingError(
-                f"step {self.step_count + 1}: every sample's reward failed ({last}); fix the reward function (see the traceback above) and resume with --resume"
+                f"step {self.step_count + 1}: every sample's reward failed ({last}); "
+                "fix the reward function (see the traceback above) and resume with --resume"
             )
 
     def check_update(self, update: dict[str, float]) -> None:
@@ -172,7 +173,8 @@ class RLTrainer:
             )
             if self.bad_steps >= self.cfg.train.max_bad_steps:
                 raise TrainingError(
-                    f"{self.bad_steps} steps in a row had a NaN/inf loss (train.max_bad_steps={self.cfg.train.max_bad_steps}); lower train.optim.lr or check the rewards"
+                    f"{self.bad_steps} steps in a row had a NaN/inf loss "
+                    f"(train.max_bad_steps={self.cfg.train.max_bad_steps}); lower train.optim.lr or check the rewards"
                 )
         else:
             self.bad_steps = 0
