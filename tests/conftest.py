@@ -84,3 +84,18 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False)
     yield
     ray.shutdown()
+
+
+# The tiny scratch-model run shared by the trainer-level tests (RL only, no warm start, no evaluation).
+TINY = [
+    "model.hidden_size=32",
+    "model.num_layers=2",
+    "model.num_heads=2",
+    "model.num_kv_heads=1",
+    "model.intermediate_size=64",
+    "warmstart.steps=0",
+    "control.enabled=false",
+    "logging.progress=false",
+    "train.eval_every=0",
+    "rollout.max_new_tokens=3",
+]

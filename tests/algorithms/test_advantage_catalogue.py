@@ -34,6 +34,7 @@ from ascent.config.schema import AlgorithmConfig
 from ascent.rollout import make_engine
 from ascent.trainer.rl import RLParts, RLTrainer
 from ascent.typed import ConfigError
+from tests.conftest import TINY
 
 CFG = AlgorithmConfig()
 NEW = ("taco", "exppo", "aem", "success_adaptive", "sa_mrpo", "tmn", "rapo", "maxrl")
@@ -668,18 +669,6 @@ def starts_with_seven(prompts, completions, **fields):
 def short(prompts, completions, **fields):
     return [1.0 if len(c) <= 2 else 0.0 for c in completions]
 """
-TINY = [
-    "model.hidden_size=32",
-    "model.num_layers=2",
-    "model.num_heads=2",
-    "model.num_kv_heads=1",
-    "model.intermediate_size=64",
-    "warmstart.steps=0",
-    "control.enabled=false",
-    "logging.progress=false",
-    "train.eval_every=0",
-    "rollout.max_new_tokens=3",
-]
 
 
 @pytest.fixture

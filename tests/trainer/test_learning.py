@@ -18,23 +18,12 @@ from ascent.rollout import make_engine
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.frozen import VocabularyMismatchError
 from ascent.trainer.rl import RLParts, RLTrainer, TrainingError
+from tests.conftest import TINY
 
 REWARD = """
 def starts_with_seven(prompts, completions, **fields):
     return [1.0 if c.startswith("7") else 0.0 for c in completions]
 """
-TINY = [
-    "model.hidden_size=32",
-    "model.num_layers=2",
-    "model.num_heads=2",
-    "model.num_kv_heads=1",
-    "model.intermediate_size=64",
-    "warmstart.steps=0",
-    "control.enabled=false",
-    "logging.progress=false",
-    "train.eval_every=0",
-    "rollout.max_new_tokens=3",
-]
 
 
 @pytest.fixture
