@@ -1,7 +1,8 @@
-"""`ascent train | eval | list` — the command line.
+"""`ascent train | eval | export | list | compare | plan` — the command line.
 
 ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
+ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
@@ -66,6 +67,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     load_weights(policy.model, model_dir)
     result = evaluate(run, policy)
     print(json.dumps({"checkpoint": str(model_dir), **result}, indent=2))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ascent.app.export import MANIFEST, export
+
+    out = export(Path(args.target), Path(args.out_dir), args.overwrite)
+    print(json.dumps({"exported": str(out), **json.loads((out / MANIFEST).read_text())}, indent=2))
     return 0
 
 
@@ -173,6 +182,13 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("target", help="run directory or checkpoint folder")
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
     e.set_defaults(fn=cmd_eval)
+    x = sub.add_parser(
+        "export", help="write a run's model as a plain Hugging Face folder (LoRA merged) with its tokenizer"
+    )
+    x.add_argument("target", help="run directory (its latest checkpoint) or checkpoint folder")
+    x.add_argument("out_dir", help="the folder to write (must not exist or be empty)")
+    x.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
+    x.set_defaults(fn=cmd_export)
     c = sub.add_parser("compare", help="compare algorithm variants x seeds from one shared warm start")
     c.add_argument(
         "items", nargs="*", metavar="RECIPE|key=value", help="recipe and key=value overrides shared by every variant"
