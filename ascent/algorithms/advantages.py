@@ -78,6 +78,35 @@ def rloo(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast(adv, inp)
 
 
+@dataclass(frozen=True)
+class RftParams:
+    """Rejection-sampling fine-tuning as an advantage (with the `pg` loss)."""
+
+    threshold: float = 1.0
+    """A sample is kept (imitated) when its reward is >= this."""
+
+
+@ADVANTAGES.register("rft", params=RftParams)
+def rft(inp: AdvantageInput, cfg, params: RftParams = RftParams()) -> torch.Tensor:
+    """Rejection-sampling fine-tuning (RAFT, Dong et al. 2023, arXiv:2304.06767; STaR, Zelikman et al. 2022,
+    arXiv:2203.14465; ReST-EM, Singh et al. 2023, arXiv:2312.06585): A_i = c for the kept samples (reward >=
+    threshold), 0 for the rest, with c = (valid tokens) / (kept tokens), so that the `pg` loss with token-mean
+    aggregation is exactly the mean negative log-likelihood of the kept samples' tokens. All correct samples
+    count, also in groups where every sample is correct (no baseline): the supervised control RL is judged
+    against, not a policy-gradient estimator.
+
+    >>> inp = AdvantageInput(torch.tensor([1.0, 0.0, 1.0, 0.0]), torch.ones(4, dtype=torch.bool),
+    ...                      torch.tensor([0, 0, 1, 1]), torch.tensor([[1.0, 1.0], [1.0, 0.0], [1.0, 0.0], [1.0, 1.0]]))
+    >>> rft(inp, None)[:, 0].tolist()  # 6 valid tokens, 3 kept
+    [2.0, 0.0, 2.0, 0.0]
+    """
+    keep = (inp.rewards >= params.threshold) & inp.valid
+    lengths = inp.mask.sum(-1)
+    kept = float((lengths * keep).sum())
+    scale = float((lengths * inp.valid).sum()) / kept if kept > 0 else 0.0
+    return broadcast(keep.float() * scale, inp)
+
+
 def batch_moments(values: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean, unbiased std) of the valid values of the whole batch (std 0 when fewer than two or all equal)."""
     v = values[valid]

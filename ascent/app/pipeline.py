@@ -117,7 +117,21 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
     engine = make_engine(r, precision="model")  # held-out accuracy in the policy's own precision
     loop = agent_loop(cfg) if task.agent is not None else None
     threshold, batch = cfg.eval.correct_threshold, cfg.eval.batch_size
-    return Evaluator(task.eval, encoder, engine, rewards, settings, threshold, batch, agent=task.agent, loop=loop)
+    spec = task.lenient if cfg.eval.lenient == "auto" else cfg.eval.lenient
+    lenient = RewardRunner([spec], None, cfg.reward_timeout_s) if spec else None
+    return Evaluator(
+        task.eval,
+        encoder,
+        engine,
+        rewards,
+        settings,
+        threshold,
+        batch,
+        agent=task.agent,
+        loop=loop,
+        lenient=lenient,
+        pass_k_rows=cfg.eval.pass_k_rows,
+    )
 
 
 def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[Collector]:
@@ -210,36 +224,47 @@ def warmstart(run: Run, policy: Policy) -> None:
     run.save_state()
 
 
-def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> bool:
-    """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken."""
-    cfg = run.cfg
+def rl_phase(
+    run: Run,
+    policy: Policy,
+    resume: bool,
+    stop_at: Optional[int],
+    phase: str = "rl",
+    cfg: Optional[RunConfig] = None,
+    checkpoints: Optional[Path] = None,
+) -> bool:
+    """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken. `phase`,
+    `cfg` and `checkpoints` name a second RL-shaped phase (the RFT control): its metrics phase, its config
+    (default: the run's) and its checkpoint folder (default: checkpoints/)."""
+    cfg = cfg or run.cfg
     r = cfg.rollout
     engine = make_engine(r)
     parts = RLParts(
         policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
     )
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
-    ckpt = Checkpointer(run.dir / "checkpoints", cfg.train.keep_checkpoints)
+    ckpt = Checkpointer(checkpoints or run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
     if latest is not None:
         load_weights(policy.model, latest)
         trainer.load_state_dict(Checkpointer.load_state(latest))
-        console.print(f"resumed RL from {latest} (step {trainer.step_count})")
-    run.logger.truncate_after("rl", trainer.step_count)
-    t0, before = time.perf_counter(), run.state.get("rl_seconds", 0.0)
-    with progress_bar("rl", cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
+        console.print(f"resumed {phase} from {latest} (step {trainer.step_count})")
+    run.logger.truncate_after(phase, trainer.step_count)
+    seconds = f"{phase}_seconds"
+    t0, before = time.perf_counter(), run.state.get(seconds, 0.0)
+    with progress_bar(phase, cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
 
         def on_step(step: int, m: dict[str, float]) -> None:
             if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step < cfg.train.steps:
                 m.update({f"eval/{k}": v for k, v in evaluate(run, policy, pass_k=False).items()})
-            run.logger.log("rl", step, m)
+            run.logger.log(phase, step, m)
             bar.update(step, m)
             if (
                 (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0)
                 or step == cfg.train.steps
                 or step == stop_at
             ):
-                run.state["rl_seconds"] = before + time.perf_counter() - t0
+                run.state[seconds] = before + time.perf_counter() - t0
                 ckpt.save(step, policy, trainer.state_dict())
                 run.save_state()
 
@@ -247,13 +272,32 @@ def rl_phase(run: Run, policy: Policy, resume: bool, stop_at: Optional[int]) -> 
     return trainer.step_count >= cfg.train.steps
 
 
-def control_phase(run: Run) -> dict[str, float]:
-    """Continued imitation from the warm start for as many optimizer steps as RL took."""
+def starting_policy(run: Run) -> Policy:
+    """A fresh policy with the weights RL started from: the warm start's, or the model as configured."""
     policy = new_policy(run.cfg, run.task)
-    load_weights(policy.model, warmstart_folder(run))
-    steps = derived(run.cfg).total_rl_optimizer_steps
-    optim = replace(run.cfg.train.optim, lr=run.cfg.control.lr or run.cfg.train.optim.lr)
-    sft_phase(run, policy, "control", steps, optim, run.cfg.train.eval_every)
+    if run.cfg.warmstart.steps or run.cfg.warmstart.init_from:
+        load_weights(policy.model, warmstart_folder(run))
+    return policy
+
+
+def control_phase(run: Run, resume: bool = False) -> dict[str, float]:
+    """The control, from RL's starting weights for RL's budget: continued imitation of the warm start's teacher
+    for as many optimizer steps as RL took (`control.kind=imitation`), or rejection-sampling fine-tuning with
+    RL's prompts, samples and optimizer steps (`rft`)."""
+    cfg = run.cfg
+    optim = replace(cfg.train.optim, lr=cfg.control.lr or cfg.train.optim.lr)
+    if cfg.control.kind == "rft":
+        policy = starting_policy(run)
+        algorithm = replace(
+            cfg.algorithm, advantage="rft", loss="pg", filter="none", kl_coef=0.0, tis_cap=None, loss_agg="token-mean"
+        )
+        rft = replace(cfg, algorithm=algorithm, train=replace(cfg.train, optim=optim))
+        seed_everything(cfg.seed)
+        rl_phase(run, policy, resume, None, phase="control", cfg=rft, checkpoints=run.dir / "control_checkpoints")
+        return evaluate(run, policy)
+    policy = starting_policy(run)
+    steps = derived(cfg).total_rl_optimizer_steps
+    sft_phase(run, policy, "control", steps, optim, cfg.train.eval_every)
     return evaluate(run, policy)
 
 
@@ -283,9 +327,10 @@ def train(
         return None
     run.state["after"] = evaluate(run, policy)
     if cfg.control.enabled:
-        t1 = time.perf_counter()
-        run.state["control"] = control_phase(run)
-        run.state["control_seconds"] = time.perf_counter() - t1
+        t1, before = time.perf_counter(), run.state.get("control_seconds", 0.0)
+        run.state["control"] = control_phase(run, resume)
+        if cfg.control.kind == "imitation":  # the rft control's training seconds are counted by rl_phase
+            run.state["control_seconds"] = before + time.perf_counter() - t1
     run.state["wall_seconds"] = wall_before + time.perf_counter() - t0
     run.save_state()
     return finish(run)
@@ -300,17 +345,13 @@ def finish(run: Run) -> dict[str, Any]:
         "steps": cfg.train.steps,
         "wall_seconds": round(s["wall_seconds"], 2),
     }
-    summary["accuracy_before_rl"] = s["before"]["accuracy"]
-    summary["accuracy_after_rl"] = s["after"]["accuracy"]
     if "control" in s:
-        summary["accuracy_sft_continued"] = s["control"]["accuracy"]
-    phases = (("before", "before_rl"), ("after", "after_rl"), ("control", "sft_continued"))
-    for (
-        phase,
-        key,
-    ) in phases:  # every evaluation metric: pass@k, and for agents tool_calls, unsupported_answer_rate, ...
+        summary["control_kind"] = cfg.control.kind
+    phases = (("before", "before_rl"), ("after", "after_rl"), ("control", "control"))
+    for phase, key in phases:  # every evaluation metric: pass@k, completion_len, for agents tool_calls, ...
         for metric, value in s.get(phase, {}).items():
-            summary.setdefault(f"{metric}_{key}", value)
+            name = f"accuracy_{key}_lenient" if metric == "accuracy_lenient" else f"{metric}_{key}"
+            summary[name] = value
     checks = [s[p]["token_check_pass_rate"] for p, _ in phases if "token_check_pass_rate" in s.get(p, {})]
     if checks:  # every evaluation checks the same number of trajectories: the mean is the pooled pass rate
         summary["token_check_pass_rate"] = sum(checks) / len(checks)
@@ -341,11 +382,21 @@ def print_summary(summary: dict[str, Any]) -> None:
     cols = [
         ("before RL (warm start)", "before_rl"),
         ("after RL", "after_rl"),
-        ("SFT continued (control)", "sft_continued"),
+        (f"control ({summary.get('control_kind', '')})", "control"),
     ]
     present = [(label, key) for label, key in cols if f"accuracy_{key}" in summary]
+    table.add_column("metric")
     for label, _ in present:
         table.add_column(label, justify="right")
-    table.add_row(*[f"{summary[f'accuracy_{key}']:.3f}" for _, key in present])
-    console.print(table)
+    lines = [
+        ("accuracy", "accuracy_{}"),
+        ("lenient accuracy", "accuracy_{}_lenient"),
+        ("mean length", "completion_len_{}"),
+    ]
+    lines += [
+        (k.rsplit("_", 2)[0], k.rsplit("_", 2)[0] + "_{}") for k in summary if k.startswith("pass@") and "after" in k
+    ]
+    for label, pattern in lines:
+        if all(pattern.format(key) in summary for _, key in present):
+            table.add_row(label, *[f"{summary[pattern.format(key)]:.3f}" for _, key in present])
     console.print(f"wall {summary['wall_seconds']:.1f}s; summary in summary.json")

@@ -320,9 +320,11 @@ def validate(cfg: RunConfig) -> None:
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     _check_runtime(cfg)
-    if cfg.control.enabled and cfg.warmstart.steps == 0 and not cfg.warmstart.init_from:
+    no_warmstart = cfg.warmstart.steps == 0 and not cfg.warmstart.init_from
+    if cfg.control.enabled and cfg.control.kind == "imitation" and no_warmstart:
         raise ConfigError(
-            "control.enabled needs a warm start to start from: set warmstart.steps > 0 or control.enabled=false"
+            "control.kind=imitation continues the warm start's imitation: set warmstart.steps > 0, "
+            "control.kind=rft (rejection-sampling fine-tuning from the same weights) or control.enabled=false"
         )
     if cfg.model.source == "hf" and not cfg.model.path:
         raise ConfigError("model.source=hf needs model.path (a Hugging Face model folder)")

@@ -220,6 +220,10 @@ class TrainConfig:
     """Checkpoints kept on disk."""
     max_bad_steps: int = 5
     """Abort after this many consecutive steps with a NaN/inf loss or every reward failed."""
+    kl_monitor: bool = True
+    """Log `kl/ref_k3`, the k3 estimate of KL(policy || the policy at the start of the phase), each step on the
+    step's first micro-batch, also when no loss term uses it (one extra no-grad forward of that micro-batch;
+    with LoRA the reference is the base model with its adapters switched off, so it costs no memory)."""
 
 
 @dataclass(frozen=True)
@@ -243,10 +247,15 @@ class WarmStartConfig:
 
 @dataclass(frozen=True)
 class ControlConfig:
-    """The control: continued imitation from the warm start for as many optimizer steps as RL takes."""
+    """The control RL is judged against, trained from the same starting weights for the same budget."""
 
     enabled: bool = False
-    """Train and evaluate the control (needs a warm start)."""
+    """Train and evaluate the control."""
+    kind: Literal["imitation", "rft"] = "imitation"
+    """imitation: continued imitation of the warm start's teacher for as many optimizer steps as RL took (needs
+    a warm start). rft: rejection-sampling fine-tuning (RAFT/STaR/expert iteration: supervised training on the
+    policy's own correct samples, sampled afresh each step) with RL's prompts per step, samples per prompt,
+    optimizer steps and sampling settings; the `rft` advantage with the `pg` loss."""
     lr: Optional[float] = None
     """Control learning rate (None: the RL peak lr)."""
 
@@ -259,6 +268,11 @@ class EvalConfig:
     """A completion counts as correct when the first reward is >= this."""
     pass_k: int = 8
     """Samples per prompt for pass@k (0: greedy only)."""
+    pass_k_rows: int = 0
+    """pass@k on the first this many held-out rows only (0: all of them); greedy accuracy always uses all."""
+    lenient: Optional[str] = "auto"
+    """A second, lenient grader (a reward spec) reported as `accuracy_lenient` on the same greedy completions;
+    auto: the task's own (e.g. `last_number` for numeric answers), none when the task has none; null: none."""
     batch_size: int = 512
     """Prompts per generation batch."""
 

@@ -61,3 +61,45 @@ def math_verify_reward(
         pred = parse(c, parsing_timeout=None)
         out.append(float(bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None)))
     return out
+
+
+_STATED = re.compile(r"the (?:final )?answer is[:\s]*\**\s*(\$?-?[\d,]*\.?\d+)", re.IGNORECASE)
+
+
+def stated_answer(completion: str) -> Optional[str]:
+    """The number of the completion's last "The answer is N" sentence (also "the final answer is", bold or
+    with a dollar sign), commas removed; None when the completion never states its answer that way.
+
+    >>> stated_answer("5 + 3 = 8. The answer is 8."), stated_answer("so 1,200 in all. The final answer is: $1,200")
+    ('8', '1200')
+    >>> stated_answer("It is 8.") is None
+    True
+    """
+    found = _STATED.findall(completion)
+    return found[-1].replace(",", "").lstrip("$") if found else None
+
+
+@REWARDS.register("answer_is")
+def answer_is(
+    prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
+) -> list[Optional[float]]:
+    """The strict grader of tasks that ask for the answer as a final sentence "The answer is N.": 1 if the
+    completion states its answer that way and math-verify finds it equal to the row's `answer`, else 0 (a right
+    number anywhere else earns nothing; `last_number` is the lenient counterpart)."""
+    from math_verify import parse, verify
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    if answer is None:
+        return [None] * len(completions)
+    out: list[Optional[float]] = []
+    for c, a in zip(completions, answer):
+        if a is None:
+            out.append(None)
+            continue
+        stated = stated_answer(c)
+        if stated is None:
+            out.append(0.0)
+            continue
+        gold, pred = parse(f"${a}$", parsing_timeout=None), parse(f"${stated}$", parsing_timeout=None)
+        out.append(float(bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None)))
+    return out

@@ -38,6 +38,9 @@ class TaskData:
     eval: list[Row]
     reward: str
     teacher: Optional[Teacher] = None
+    lenient: Optional[str] = None
+    """A lenient grader (a reward spec, e.g. `last_number`) that evaluation reports next to the reward's strict
+    accuracy, so that a gain from learning the output format alone shows as such; None: the task has none."""
     tokenizer: Any = None
     """Tokenizer for scratch models (None: the model brings its own)."""
     agent: Any = None

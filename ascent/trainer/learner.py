@@ -15,6 +15,7 @@ inputs, per-micro-batch inputs, and a step of its own after each optimizer step.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
@@ -69,14 +70,42 @@ class Learner:
         self.micro_batch_size = train.micro_batch_size
         self.temperature = cfg.rollout.temperature if cfg.rollout.temperature > 0 else 1.0
         self.norm_length = algo.norm_length or cfg.rollout.max_new_tokens
-        self.reference = self._frozen_copy(policy.model) if algo.kl_coef > 0 or "ref" in self.requires else None
+        self.adapters_off = adapters_are_identity(policy.model)
+        """The policy is a LoRA model whose adapters are still zero: the reference is the same model with its
+        adapters switched off (no copy)."""
+        self.reference = None
+        if algo.kl_coef > 0 or "ref" in self.requires:
+            self.reference = policy.model if self.adapters_off else self._frozen_copy(policy.model)
+        self.kl_monitor = cfg.train.kl_monitor
+        self._monitor_next = False  # the next micro-batch logs kl/ref_k3 (the first one of each update)
         self.states: list[PieceState] = list(states)
 
     def reference_model(self) -> torch.nn.Module:
-        """The frozen reference (the policy as it was when the learner was built), made on first use."""
+        """The frozen reference (the policy as it was when the learner was built), made on first use; with
+        `adapters_off`, the policy itself (run it under `reference_mode`)."""
         if self.reference is None:
-            self.reference = self._frozen_copy(self.policy.model)
+            self.reference = self.policy.model if self.adapters_off else self._frozen_copy(self.policy.model)
         return self.reference
+
+    def standalone_reference(self) -> torch.nn.Module:
+        """The reference as a model of its own that needs no `reference_mode` (pieces that sample from it)."""
+        if self.adapters_off and (self.reference is None or self.reference is self.policy.model):
+            ref = self._frozen_copy(self.policy.model)
+            for name, p in ref.named_parameters():
+                if "lora_B" in name:
+                    p.zero_()  # the base model's function, also after the policy's adapters have trained
+            self.reference, self.adapters_off = ref, False
+        return self.reference_model()
+
+    def reference_mode(self) -> contextlib.AbstractContextManager:
+        """The context in which `reference_model()` computes the reference's log-probs."""
+        return self.policy.model.disable_adapter() if self.adapters_off else contextlib.nullcontext()
+
+    def reference_logprobs(self, mb: "MicroBatch") -> torch.Tensor:
+        """(n, T) the reference's log-probs of a micro-batch, without grad."""
+        model = self.reference_model()
+        with torch.no_grad(), self.reference_mode():
+            return self.token_logprobs(model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group)
 
     @staticmethod
     def _frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -138,6 +167,7 @@ class Learner:
             state.begin_update(batch, rewards, valid, mask)
         bounds = self.mini_batch_bounds(batch)
         skipped = 0
+        self._monitor_next = self.kl_monitor
         for _ in range(self.algo.ppo_epochs):
             for start, stop in zip(bounds[:-1], bounds[1:]):
                 rows = slice(start, stop)
@@ -251,14 +281,9 @@ class Learner:
             logp = self.token_logprobs(
                 self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
             )  # (n, T)
+        monitor, self._monitor_next = self._monitor_next, False
+        ref = self.reference_logprobs(mb) if self.reference is not None or monitor else None
         with torch.no_grad():
-            ref = (
-                self.token_logprobs(
-                    self.reference, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
-                )
-                if self.reference is not None
-                else None
-            )
             extra = {
                 k: v for state in self.states for k, v in state.token_inputs(mb.input_ids, mb.attention_mask).items()
             }
@@ -271,13 +296,16 @@ class Learner:
             num_tokens=num_tokens,
             num_seqs=num_seqs,
             norm_length=float(self.norm_length),
-            ref_logprobs=ref,
+            ref_logprobs=ref if self.reference is not None else None,
             sampled_logprobs=mb.sampled_logprobs,
             logits=full,
             **mb.sequence,
             **extra,
         )
         loss, metrics = self.loss_fn(inp, self.algo)
+        if monitor:
+            log_ratio = (ref - logp.detach()).clamp(-20.0, 20.0)  # log pi_ref - log pi on the sampled tokens
+            metrics["kl/ref_k3"] = float(masked_mean(log_ratio.exp() - log_ratio - 1.0, mb.mask))
         if self.algo.tis_cap is not None:  # the truncated importance weights the ratio-based losses applied
             metrics["loss/tis_weight_mean"] = float(masked_mean(tis_weight(inp, self.algo), mb.mask))
         mismatch = (
@@ -293,6 +321,15 @@ class Learner:
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+
+
+def adapters_are_identity(model: torch.nn.Module) -> bool:
+    """True for a peft LoRA model whose every `lora_B` weight is zero (as `get_peft_model` creates it): the model
+    computes exactly its base model's function, which `model.disable_adapter()` then gives without a copy."""
+    if not hasattr(model, "disable_adapter"):
+        return False
+    b = [p for name, p in model.named_parameters() if "lora_B" in name]
+    return bool(b) and all(not bool(p.detach().any()) for p in b)
 
 
 def group_starts(group_index: torch.Tensor) -> list[int]:

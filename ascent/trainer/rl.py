@@ -87,7 +87,8 @@ class RLTrainer:
             "time/step": t2 - t0,
             "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9),
         }
-        return {**batch.stats, **scores.stats, **reward_stats(scores, batch), **filtering, **update, **times}
+        stats = {**batch.stats, **scores.stats, **reward_stats(scores, batch), **entropy_stats(batch), **filtering}
+        return {**stats, **update, **times}
 
     def prepare(self) -> None:
         """The pieces' preparation stages, once per trainer (a state restored by a resume skips its own)."""
@@ -231,6 +232,15 @@ def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput
 
 def select_result(scores: RewardResult, rows: torch.Tensor) -> RewardResult:
     return RewardResult(scores.rewards[rows], scores.valid[rows], scores.components[rows], dict(scores.stats))
+
+
+def entropy_stats(batch: RolloutBatch) -> dict[str, float]:
+    """policy/entropy: the sampling policy's mean per-token entropy, estimated from the sampled tokens as
+    -mean log p(token) (an unbiased Monte-Carlo estimate at the sampling temperature; no extra forward)."""
+    mask = batch.completion_mask
+    if not bool(mask.any()):
+        return {}
+    return {"policy/entropy": float(-(batch.sampled_logprobs * mask).sum() / mask.sum())}
 
 
 def reward_stats(scores: RewardResult, batch: RolloutBatch) -> dict[str, float]:

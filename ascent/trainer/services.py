@@ -26,7 +26,7 @@ class RunServices:
         self.seed = cfg.seed
 
     def reference(self) -> torch.nn.Module:
-        return self.learner.reference_model()
+        return self.learner.standalone_reference()
 
     def num_rows(self) -> int:
         return len(self.parts.rows)

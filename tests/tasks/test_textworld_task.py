@@ -236,10 +236,10 @@ def test_recipe_runs_end_to_end(tmp_path, cache):
     for key in (
         "accuracy_before_rl",
         "accuracy_after_rl",
-        "accuracy_sft_continued",
+        "accuracy_control",
         "turns_before_rl",
         "turns_after_rl",
-        "turns_sft_continued",
+        "turns_control",
         "token_check_pass_rate",
         "token_check_pass_rate_after_rl",
         "wall_seconds",
