@@ -11,7 +11,11 @@
 # 3. Measures rollout throughput of SmolLM2-135M-Instruct on cuda (bf16): ascent's engine, HF generate and
 #    vLLM, 16 prompts x 8 samples, workloads full64 and natural256. One JSON line per measurement.
 #
-# Steps 2 and 3 are capped at 3 + 4.5 minutes (under 8 minutes in all). Exit status: 0 when both passed.
+# 4. Runs the smollm2-arith recipe on the GPU for a few steps (model.device=cuda, rollout.backend=vllm, GRPO
+#    and the RFT control, 100 held-out problems) and prints its summary.json: the same pipeline as the CPU recipe.
+#
+# Steps 2, 3 and 4 are capped at 3 + 4.5 + 4 minutes. Exit status: 0 when all passed.
+# Set ASCENT_GPU_CHECK=recipe to run step 4 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -29,6 +33,7 @@ fi
 
 status=0
 SECONDS=0
+if [ "${ASCENT_GPU_CHECK:-all}" != "recipe" ]; then
 echo "== vLLM tests" >&2
 timeout 180 "$PY" -m pytest -q -p no:cacheprovider -rs tests/rollout/test_vllm_engine.py >&2
 rc=$?
@@ -41,6 +46,18 @@ timeout 270 "$PY" benchmarks/rollout_throughput.py --device cuda --dtype bfloat1
     --smollm2-workloads full64,natural256 --repeats 2 | grep '^{'
 rc=${PIPESTATUS[0]}
 echo "{\"check\": \"throughput\", \"rc\": $rc, \"seconds\": $((SECONDS - start))}"
+[ "$rc" -eq 0 ] || status=1
+fi
+
+echo "== smollm2-arith on cuda with vLLM rollouts: 6 GRPO steps + 6 RFT steps" >&2
+start=$SECONDS
+out=$(mktemp -d)
+timeout 240 .venv/bin/ascent train smollm2-arith model.device=cuda rollout.backend=vllm train.steps=6 \
+    train.eval_every=3 data.num_eval=100 eval.pass_k_rows=50 eval.batch_size=100 logging.progress=false \
+    "output_dir=$out" >&2
+rc=$?
+[ -f "$out/smollm2-arith/summary.json" ] && python3 -c 'import json,sys; print(json.dumps({"check": "recipe", **json.load(open(sys.argv[1]))}))' "$out/smollm2-arith/summary.json"
+echo "{\"check\": \"recipe_run\", \"rc\": $rc, \"seconds\": $((SECONDS - start))}"
 [ "$rc" -eq 0 ] || status=1
 echo "{\"check\": \"done\", \"status\": $status, \"seconds\": $SECONDS}"
 exit $status

@@ -164,6 +164,7 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
 
 
 REMOVED_KEYS = {
+    "device": "model.device=VALUE",
     "algorithm.rebel_eta": "algorithm.loss=rebel(eta=VALUE)",
     "algorithm.rebel_pairs": "algorithm.loss=rebel(pairs=VALUE)",
     "algorithm.agro_beta": "algorithm.loss=agro(beta=VALUE)",
@@ -223,6 +224,8 @@ def check_removed_keys(raw: dict[str, Any]) -> None:
                 where = f"{key}.{next(iter(value))}" if len(value) == 1 else key
         else:
             spec = spec.replace("VALUE", str(value).lower() if isinstance(value, bool) else str(value))
+        if "(" not in spec:  # a plain key that moved
+            raise ConfigError(f"{where} was moved: write {target}={spec}")
         if target.startswith("data."):
             hint = f"(YAML: {_yaml_hint(target, spec)})"
             raise ConfigError(

@@ -51,6 +51,9 @@ class ModelConfig:
     """Longest sequence a scratch model handles."""
     dtype: Literal["float32", "bfloat16"] = "float32"
     """Parameter dtype (float32 on CPU)."""
+    device: str = "cpu"
+    """Where the policy lives and learns: cpu, cuda or cuda:N. Rollout batches stay on the CPU; the learner
+    moves each micro-batch to this device. On a GPU pair it with rollout.backend=vllm (or hf/cached)."""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """LoRA settings."""
 
@@ -323,8 +326,6 @@ class RunConfig:
     """Seed for everything (model init, data order, sampling)."""
     output_dir: str = "runs"
     """Parent of the run directory."""
-    device: str = "cpu"
-    """torch device."""
     threads: int = 0
     """torch intra-op threads (0: leave torch's default)."""
     malloc: Literal["tuned", "system"] = "tuned"

@@ -276,6 +276,8 @@ def build_policy(cfg: ModelConfig, tokenizer: PreTrainedTokenizerBase | None = N
         policy = load_hf(smollm2_path(), cfg.dtype)
     if cfg.lora.enabled:
         policy = Policy(model=add_lora(policy.model, cfg), tokenizer=policy.tokenizer)
+    if cfg.device != "cpu":
+        policy.model.to(cfg.device)
     return policy
 
 

@@ -117,15 +117,15 @@ class Learner:
     @torch.no_grad()
     def logprobs(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
         """Teacher-forced log-probs (N, T) in micro-batches, without grad."""
-        m = self.micro_batch_size
+        m, dev = self.micro_batch_size, self.policy.device
         parts = [
             self.token_logprobs(
                 model,
-                batch.input_ids[i : i + m],
-                batch.attention_mask[i : i + m],
-                batch.completion_mask[i : i + m],
-                batch.group_index[i : i + m],
-            )
+                batch.input_ids[i : i + m].to(dev),
+                batch.attention_mask[i : i + m].to(dev),
+                batch.completion_mask[i : i + m].to(dev),
+                batch.group_index[i : i + m].to(dev),
+            ).to(batch.input_ids.device)
             for i in range(0, len(batch), m)
         ]
         return torch.cat(parts)
@@ -244,16 +244,17 @@ class Learner:
         metrics: dict[str, float] = {}
         for sub in self.micro_batches(batch, rows):
             width = int(batch.attention_mask[sub].sum(-1).max())
+            dev = self.policy.device  # rollout batches live on the CPU; the micro-batch goes where the model is
             mb = MicroBatch(
-                batch.input_ids[sub, :width],
-                batch.attention_mask[sub, :width],
-                mask[sub, :width],
-                adv[sub, :width],
-                None if old is None else old[sub, :width],
-                batch.sampled_logprobs[sub, :width],
-                batch.completion_mask[sub, :width],
-                batch.group_index[sub],
-                {k: v[sub] for k, v in seq.items()},
+                batch.input_ids[sub, :width].to(dev),
+                batch.attention_mask[sub, :width].to(dev),
+                mask[sub, :width].to(dev),
+                adv[sub, :width].to(dev),
+                None if old is None else old[sub, :width].to(dev),
+                batch.sampled_logprobs[sub, :width].to(dev),
+                batch.completion_mask[sub, :width].to(dev),
+                batch.group_index[sub].to(dev),
+                {k: v[sub].to(dev) for k, v in seq.items()},
             )
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:

@@ -62,8 +62,11 @@ def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tupl
     for i in range(0, len(batch), micro_batch_size):
         sl = order[i : i + micro_batch_size]
         width = int(lengths[sl].max())
-        logp = token_logprobs(policy.model, batch.input_ids[sl, :width], batch.attention_mask[sl, :width])  # (n, width)
-        loss = aggregate(-logp, batch.completion_mask[sl, :width], "token-mean", num_tokens=num_tokens)
+        dev = policy.device
+        logp = token_logprobs(
+            policy.model, batch.input_ids[sl, :width].to(dev), batch.attention_mask[sl, :width].to(dev)
+        )  # (n, width)
+        loss = aggregate(-logp, batch.completion_mask[sl, :width].to(dev), "token-mean", num_tokens=num_tokens)
         if not torch.isfinite(loss):
             return float("nan"), False
         loss.backward()

@@ -341,3 +341,11 @@ def test_piece_specs_in_both_spellings_resolve_to_one_canonical_string():
         load_config("default", ["algorithm.loss=a_star_po(nope=1)"])
     with pytest.raises(ConfigError, match="name one piece"):
         load_config("default", ["algorithm.loss.a_star_po.k=4", "algorithm.loss.rebel.eta=2"])
+
+
+def test_device_moved_into_the_model_section():
+    from ascent.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="device was moved: write model.device=cuda"):
+        load_config("default", ["device=cuda"])
+    assert load_config("default", ["model.device=cuda:1"]).model.device == "cuda:1"
