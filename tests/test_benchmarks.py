@@ -115,3 +115,36 @@ def test_learner_prefix_times_both_forwards(tmp_path):
     r = rows[0]
     assert (r["workload"], r["rows"], r["prompt_len_mean"], r["completion_len_mean"]) == ("3.17M", 128, 7.0, 64.0)
     assert r["shared_update_s"] > 0 and r["plain_update_s"] > 0 and r["ratio_paired"] > 0
+
+
+def test_seeds_report_tables_and_plots_seeds(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    runs = []
+    for seed, (after, control) in enumerate([(0.40, 0.30), (0.50, 0.36)]):
+        run = tmp_path / f"s{seed}"
+        run.mkdir()
+        summary = {"name": "r", "seed": seed, "steps": 4, "control_kind": "rft"}
+        for key, acc in (("before_rl", 0.25), ("after_rl", after), ("control", control)):
+            summary.update({f"accuracy_{key}": acc, f"accuracy_{key}_lenient": acc + 0.05})
+            summary.update({f"pass@8_{key}": acc + 0.2, f"completion_len_{key}": 30.0 + seed})
+        (run / "summary.json").write_text(json.dumps(summary))
+        lines = [
+            {"phase": p, "step": 2, "eval/accuracy": 0.3, "eval/accuracy_lenient": 0.35} for p in ("rl", "control")
+        ]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        runs.append(str(run))
+    plot = tmp_path / "plot.png"
+    out = subprocess.run(
+        [sys.executable, "benchmarks/seeds_report.py", *runs, "--plot", str(plot)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "| strict accuracy | 25.0 ± 0.0 (25.0-25.0) | 45.0 ± 7.1 (40.0-50.0) | 33.0 ± 4.2 (30.0-36.0) |" in out
+    assert "| lenient accuracy | 30.0 ± 0.0 (30.0-30.0) | 50.0 ± 7.1 (45.0-55.0) |" in out
+    assert "| mean completion tokens | 30.5 | 30.5 | 30.5 |" in out
+    assert "| 1 | 25.0 / 30.0 | 50.0 / 55.0 | 36.0 / 41.0 | +14.0 |" in out
+    assert plot.stat().st_size > 10_000
