@@ -100,6 +100,8 @@ def config_from_dict(raw: dict[str, Any]) -> RunConfig:
     """A checked config from a plain mapping (e.g. a run directory's config.yaml); piece specs come back in
     their canonical string form with checked parameters."""
     raw = _specs_from_raw(raw)
+    if raw.get("device") == "cpu":  # the old top-level default every earlier run's config.yaml carries
+        raw = {k: v for k, v in raw.items() if k != "device"}
     check_removed_keys(raw)
     cfg = build(RunConfig, raw)
     cfg = resolve_specs(cfg)

@@ -349,3 +349,4 @@ def test_device_moved_into_the_model_section():
     with pytest.raises(ConfigError, match="device was moved: write model.device=cuda"):
         load_config("default", ["device=cuda"])
     assert load_config("default", ["model.device=cuda:1"]).model.device == "cuda:1"
+    assert load_config("default", ["device=cpu"]).model.device == "cpu"  # earlier runs' config.yaml say so
