@@ -230,6 +230,7 @@ WITH_PARAMS = {
     "serl",
     "explore_group",
     "gae",
+    "rft",
 }
 
 
