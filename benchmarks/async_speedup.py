@@ -28,6 +28,8 @@ import time
 import zlib
 from pathlib import Path
 
+from ascent.kernels.machine import describe
+
 HERE = Path(__file__).resolve()
 
 
@@ -164,6 +166,7 @@ def main() -> None:
         "sync_samples_per_s": sync["samples_per_s"],
         "sync_final_heldout_accuracy": sync["final_heldout_accuracy"],
         "sync_final_heldout_pass@1": sync["final_heldout_pass@1"],
+        "machine": describe(),
     }
     for r in runs[1:]:
         k = f"k{r['max_staleness']}" + (f"_rw{r['reward_workers']}" if r["reward_workers"] else "")

@@ -75,6 +75,22 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def machine() -> dict[str, object]:
+    """CPU model, ISA features, threads, load, versions: what every benchmark prints with its figures."""
+    from ascent.kernels.machine import describe
+
+    return describe()
+
+
+def print_machine() -> None:
+    """One line on stderr naming the machine (CPU, ISA features, threads, load, torch)."""
+    import sys
+
+    from ascent.kernels.machine import describe_line
+
+    print(f"machine: {describe_line()}", file=sys.stderr, flush=True)
+
+
 def params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

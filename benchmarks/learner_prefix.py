@@ -81,6 +81,7 @@ def main() -> None:
     p.add_argument("--cache", type=Path, default=svt.ROOT / ".cache", help="where the 3.17M model folder is cached")
     args = p.parse_args()
     svt.log(f"load before: {svt.load_average()}")
+    svt.log("machine: " + svt.machine_line())
     for name in args.workloads.split(","):
         print(json.dumps(bench(name, args.repeats, args.cache)), flush=True)
 

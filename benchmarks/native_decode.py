@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load, scratch_policy, smollm2_policy  # noqa: E402
+from common import load, print_machine, scratch_policy, smollm2_policy  # noqa: E402
 from rollout_throughput import WORKLOADS, prompt_ids  # noqa: E402
 
 from ascent import kernels  # noqa: E402
@@ -109,6 +109,7 @@ def main() -> None:
     if args.compare != "attention" and kernels.load().step is None:
         raise SystemExit("the native decode step is unavailable here: torch exposes no BLAS sgemm_")
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
+    print_machine()
     for name in args.models.split(","):
         print(
             json.dumps(bench(name, args.workload, args.repeats, args.prompts, args.samples, args.compare)), flush=True

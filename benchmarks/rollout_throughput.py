@@ -37,7 +37,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import addition_prompts, load, matmul_gflops, params, scratch_policy, smollm2_policy  # noqa: E402
+from common import (  # noqa: E402
+    addition_prompts,
+    load,
+    machine,
+    matmul_gflops,
+    params,
+    print_machine,
+    scratch_policy,
+    smollm2_policy,
+)
 
 from ascent.data.prompts import PromptEncoder  # noqa: E402
 from ascent.rollout import SamplingSettings, make_engine  # noqa: E402
@@ -165,7 +174,7 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
             flush=True,
         )
         print(
-            json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "malloc": args.malloc, "load": load()}),
+            json.dumps({**rows[-1], "matmul_gflops": round(ceiling, 1), "malloc": args.malloc, "machine": machine()}),
             flush=True,
         )  # as soon as measured
     return rows
@@ -224,6 +233,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
+    print_machine()
     size = 8192 if args.device.startswith("cuda") else 2048
     ceiling = matmul_gflops(size, device=args.device, dtype=getattr(torch, args.dtype))
     print(f"{args.dtype} matmul {size}x{size} on {args.device}: {ceiling:.1f} GFLOP/s", file=sys.stderr)

@@ -39,7 +39,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import load  # noqa: E402
+from common import load, print_machine  # noqa: E402
 
 from ascent.policy.tokenizer import char_tokenizer  # noqa: E402
 from ascent.rollout import SamplingSettings  # noqa: E402
@@ -107,6 +107,7 @@ def main() -> None:
     ids = [tok(q)["input_ids"] for q in prompts(args.prompts)]
     s = SamplingSettings(args.max_new_tokens, tok.eos_token_id, tok.pad_token_id, temperature=1.0)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
+    print_machine()
 
     def warm_engine(cap: int) -> FastEngine:
         e = FastEngine(max_active_sequences=cap)

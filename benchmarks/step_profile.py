@@ -152,6 +152,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     base.log(f"load before: {base.load_average()}")
+    base.log("machine: " + base.machine_line())
     args.cache.mkdir(parents=True, exist_ok=True)
     folder, n_params = base.build_model_folder(base.ModelSpec(seed=args.seed), args.cache)
     with tempfile.TemporaryDirectory(prefix="bench-profile-data-") as tmp:

@@ -412,6 +412,19 @@ def log(message: str) -> None:
     print(f"[step_vs_trl] {message}", file=sys.stderr, flush=True)
 
 
+def machine() -> dict[str, Any]:
+    """CPU model, ISA features, threads, load, versions (`ascent.kernels.machine.describe`)."""
+    from ascent.kernels.machine import describe
+
+    return describe()
+
+
+def machine_line() -> str:
+    from ascent.kernels.machine import describe_line
+
+    return describe_line()
+
+
 def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
@@ -486,6 +499,7 @@ def summarize(
     out["versions"] = {**versions(), "trl": trl_version}
     out["load_start"], out["load_end"] = load_start, load_average()
     out["cpus"] = os.cpu_count()
+    out["machine"] = machine()
     return out
 
 
@@ -493,6 +507,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     load_start = load_average()
     log("uptime: " + subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    log("machine: " + machine_line())
     args.cache.mkdir(parents=True, exist_ok=True)
     venv = args.trl_venv or args.cache / "bench-trl-venv"
     trl_version = ensure_trl_venv(venv) if args.skip != "trl" else None

@@ -44,6 +44,8 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
         assert r[key] > 0
     assert abs(r["speedup_vs_hf_generate"] - r["ascent_tokens_per_s"] / r["hf_generate_tokens_per_s"]) < 0.01
     assert r["malloc"] == "tuned"
+    m = r["machine"]  # every figure names where it was measured
+    assert m["cpu"] and m["isa"] and m["cpus"] >= 1 and m["torch_threads"] >= 1 and len(m["load"]) == 3
 
 
 def test_native_decode_compares_kernels_and_torch_ops():

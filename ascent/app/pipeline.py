@@ -243,6 +243,9 @@ def rl_phase(
         policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
     )
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
+    precision = getattr(getattr(trainer, "learner", None), "precision", None)
+    if precision is not None:
+        console.print(f"{phase} learner precision: {precision.name} ({precision.reason})")
     ckpt = Checkpointer(checkpoints or run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
     if latest is not None:

@@ -213,6 +213,11 @@ class TrainConfig:
     (`ascent.policy.fused`: one native pass forward, one backward, for fp32 CPU tensors; the HF formula
     elsewhere). Same values and gradients up to float rounding; a no-op where the native kernels are
     unavailable."""
+    precision: Literal["fp32", "bf16", "auto"] = "fp32"
+    """Learner arithmetic (`ascent.trainer.precision`): "fp32"; "bf16": the forwards and backwards under bf16
+    autocast with fp32 weights, optimizer state, residual stream, norms and output layer (fast on CPUs with
+    AVX512-BF16 / AMX and on GPUs; emulated and slower elsewhere); "auto": bf16 where a probe of the model
+    finds it faster and within the parity tolerance, fp32 otherwise (the run prints the choice and why)."""
     optim: OptimConfig = field(default_factory=OptimConfig)
     """Optimizer."""
     eval_every: int = 50

@@ -4,14 +4,13 @@ shards and an optional bfloat16 sampling copy (`PRECISIONS`)."""
 
 from __future__ import annotations
 
-import functools
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import torch
 from transformers import PreTrainedModel
 
+from ascent.kernels import machine
 from ascent.rollout.cached_engine import CachedEngine
 from ascent.rollout.decoder import ATTENTION, DECODE_STEP, Decoder, supports
 from ascent.rollout.engine import check_prompts, left_pad
@@ -23,21 +22,10 @@ PRECISIONS: dict[str, torch.dtype | None] = {"model": None, "bfloat16": torch.bf
 """`rollout.precision`: the dtype the ascent engine computes in (None: the model's own)."""
 
 
-@functools.cache
 def cpu_has_native_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
     """Whether this CPU multiplies bf16 natively (x86 AVX512-BF16 or AMX-BF16, Arm BF16); None when unknown
     (no /proc/cpuinfo). Without it oneDNN emulates bf16 matmuls and bf16 rollouts are slower than fp32."""
-    try:
-        text = Path(cpuinfo).read_text()
-    except OSError:
-        return None
-    flags = {
-        f
-        for line in text.splitlines()
-        if line.split(":")[0].strip() in ("flags", "Features")
-        for f in line.split(":", 1)[1].split()
-    }
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+    return machine.native_bf16(cpuinfo)
 
 
 def warn_if_emulated_bf16(device: torch.device) -> None:

@@ -32,6 +32,7 @@ from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
+from ascent.trainer.precision import Precision, resolve
 
 
 @dataclass
@@ -60,6 +61,9 @@ class Learner:
         self.policy, self.algo, self.optim_cfg = policy, algo, train.optim
         self.fused_norms = fuse_rms_norms(policy.model) if train.fused_norm else 0
         """How many RMSNorm modules of the policy run ascent's fused kernels (`train.fused_norm`)."""
+        vocab = getattr(getattr(policy.model, "config", None), "vocab_size", None) or len(policy.tokenizer)
+        self.precision: Precision = resolve(train.precision, policy.model, policy.device, vocab)
+        """The forwards' arithmetic (`train.precision`), with the reason for it."""
         self.shared_prefix = train.shared_prefix
         """Forward each distinct prompt of a micro-batch once (`shared_prefix_logprobs`); `train.shared_prefix`."""
         self.loss_fn = LOSSES.resolve(algo.loss, key="algorithm.loss")
@@ -140,13 +144,14 @@ class Learner:
     ) -> torch.Tensor:
         """(n, T) teacher-forced log-probs of the completion tokens: each shared prompt forwarded once when
         `shared_prefix` is on and the model and rows allow it, else the plain forward over every row."""
-        if self.shared_prefix and supports_shared_prefix(model):
-            lp = shared_prefix_logprobs(
-                model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature
-            )
-            if lp is not None:
-                return lp
-        return token_logprobs(model, input_ids, attention_mask, self.temperature)
+        with self.precision.autocast(input_ids.device):
+            if self.shared_prefix and supports_shared_prefix(model):
+                lp = shared_prefix_logprobs(
+                    model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature
+                )
+                if lp is not None:
+                    return lp
+            return token_logprobs(model, input_ids, attention_mask, self.temperature)
 
     def update(
         self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None
@@ -276,7 +281,8 @@ class Learner:
         max |learner - sampler| log-prob gap when this pass is the pre-update one (on-policy single step)."""
         full = None
         if "full_logits" in self.requires:
-            full = full_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
+            with self.precision.autocast(mb.input_ids.device):
+                full = full_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
             logp = full.gather(-1, mb.input_ids.unsqueeze(-1)).squeeze(-1)  # (n, T); 0 at t=0 like token_logprobs
         else:
             logp = self.token_logprobs(

@@ -1,0 +1,47 @@
+"""`ascent.kernels.machine`: the CPU features read from /proc/cpuinfo (what paths are chosen by) and the
+machine description every benchmark prints."""
+
+from __future__ import annotations
+
+from ascent.kernels import machine
+
+ZEN3 = "model name\t: AMD EPYC 7B13\nflags\t\t: fpu sse2 avx fma avx2 bmi2 sha_ni\n"
+SAPPHIRE_RAPIDS = (
+    "model name\t: Intel(R) Xeon(R) Platinum 8481C\n"
+    "flags\t\t: fpu avx fma avx2 avx512f avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8\n"
+)
+GRAVITON = "processor\t: 0\nFeatures\t: fp asimd evtstrm aes crc32 bf16 i8mm\n"
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def test_features_by_machine_kind(tmp_path):
+    zen3 = machine.features(write(tmp_path, "zen3", ZEN3))
+    assert zen3["avx2"] and zen3["fma"] and not zen3["avx512f"] and not zen3["amx_bf16"]
+    spr = machine.features(write(tmp_path, "spr", SAPPHIRE_RAPIDS))
+    assert spr["avx512f"] and spr["avx512_bf16"] and spr["amx_bf16"] and spr["amx_tile"] and spr["avx512_vnni"]
+    arm = machine.features(write(tmp_path, "arm", GRAVITON))
+    assert arm["neon"] and arm["arm_bf16"] and not arm["avx2"]
+    assert machine.features(str(tmp_path / "missing")) is None
+
+
+def test_native_bf16_and_summary(tmp_path):
+    zen3, spr = write(tmp_path, "zen3", ZEN3), write(tmp_path, "spr", SAPPHIRE_RAPIDS)
+    assert machine.native_bf16(zen3) is False
+    assert machine.native_bf16(spr) is True
+    assert machine.native_bf16(write(tmp_path, "arm", GRAVITON)) is True
+    assert machine.native_bf16(str(tmp_path / "missing")) is None
+    assert machine.isa_summary(zen3) == "avx2 fma"
+    assert machine.isa_summary(spr) == "avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16"
+    assert machine.cpu_model(spr) == "Intel(R) Xeon(R) Platinum 8481C"
+
+
+def test_describe_names_the_machine():
+    d = machine.describe()
+    assert {"cpu", "isa", "cpus", "torch_threads", "load", "torch", "python"} <= set(d)
+    line = machine.describe_line()
+    assert str(d["cpu"]) in line and "torch" in line and "load" in line

@@ -1,0 +1,142 @@
+"""`train.precision`: the bf16 learner (autocast, fp32 weights and output layer) agrees with fp32 within the
+stated tolerance on a fixed batch, and `auto` picks by what the machine has and what the probe measures."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import torch
+
+from ascent.config import load_config
+from ascent.kernels import machine
+from ascent.policy.model import Policy
+from ascent.rollout import SamplingSettings, assemble, make_engine
+from ascent.trainer import precision as precision_mod
+from ascent.trainer.learner import Learner
+from ascent.trainer.precision import TOLERANCE, Fp32Linear, fp32_output_layer, parity, resolve, within_tolerance
+from tests.conftest import tiny_qwen
+
+PROMPTS = ["12+34=", "7+8=", "99+1=", "5="]
+
+
+def config(precision: str, shared_prefix: bool = True):
+    cfg = load_config("default", [f"train.precision={precision}", f"train.shared_prefix={str(shared_prefix).lower()}"])
+    return replace(
+        cfg,
+        train=replace(cfg.train, steps=10, micro_batch_size=64),
+        rollout=replace(cfg.rollout, temperature=1.0, max_new_tokens=16),
+    )
+
+
+def fixed_batch(model, tokenizer):
+    ids = [tokenizer(p)["input_ids"] for p in PROMPTS]
+    s = SamplingSettings(max_new_tokens=16, eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id)
+    gen = make_engine("ascent").generate(model, ids, 4, s, torch.Generator().manual_seed(0))
+    return assemble(PROMPTS, ids, [{} for _ in PROMPTS], gen, 4, tokenizer)
+
+
+def loss_and_grads(learner: Learner, batch, weights):
+    model = learner.policy.model
+    model.zero_grad(set_to_none=True)
+    lp = learner.token_logprobs(
+        model, batch.input_ids, batch.attention_mask, batch.completion_mask, batch.group_index
+    )  # (N, T)
+    loss = (lp * weights * batch.completion_mask).sum() / batch.completion_mask.sum()
+    loss.backward()
+    grads = torch.cat([p.grad.reshape(-1) for p in model.parameters() if p.grad is not None])
+    return lp.detach(), float(loss.detach()), grads
+
+
+@pytest.mark.parametrize("shared_prefix", [True, False])
+def test_bf16_learner_matches_fp32_within_tolerance(tokenizer, shared_prefix):
+    base = tiny_qwen(tokenizer, seed=3, hidden=64, layers=2).train()
+    batch = fixed_batch(base, tokenizer)
+    weights = torch.linspace(-1.0, 1.0, len(batch))[:, None].expand_as(batch.completion_mask)  # signed advantages
+    out = {}
+    for name in ("fp32", "bf16"):
+        policy = Policy(model=copy.deepcopy(base), tokenizer=tokenizer)
+        learner = Learner(policy, config(name, shared_prefix))
+        assert learner.precision.name == name
+        out[name] = loss_and_grads(learner, batch, weights)
+    (lp32, loss32, g32), (lp16, loss16, g16) = out["fp32"], out["bf16"]
+    assert lp16.dtype == torch.float32
+    diff = ((lp32 - lp16).abs() * batch.completion_mask)[batch.completion_mask > 0]
+    assert float(diff.max()) <= TOLERANCE["logprob_max_abs"]
+    assert float(diff.mean()) <= TOLERANCE["logprob_mean_abs"]
+    assert float(diff.max()) > 0  # bf16 really ran: not the fp32 path again
+    assert abs(loss16 - loss32) <= 0.01 * abs(loss32) + 1e-3
+    assert float(torch.nn.functional.cosine_similarity(g32, g16, dim=0)) >= TOLERANCE["grad_cosine"]
+    assert float((g16.norm() / g32.norm() - 1).abs()) < 0.02
+
+
+def test_bf16_keeps_weights_and_output_layer_in_fp32(tokenizer):
+    model = tiny_qwen(tokenizer, seed=1, hidden=64, layers=2, tie=False)
+    keys = list(model.state_dict())
+    assert fp32_output_layer(model)
+    head = model.get_output_embeddings()
+    assert type(head) is Fp32Linear and list(model.state_dict()) == keys  # same parameters, same names
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    ids = torch.tensor([[1, 5, 7, 3]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden = model.model(input_ids=ids).last_hidden_state
+        logits = model(input_ids=ids).logits
+        plain = torch.nn.Linear(64, len(tokenizer), bias=False)(hidden)
+    assert logits.dtype == torch.float32 and plain.dtype == torch.bfloat16
+    assert type(copy.deepcopy(model).get_output_embeddings()) is Fp32Linear  # the frozen reference keeps it
+
+
+def test_parity_reports_the_tolerance_measures(tokenizer):
+    model = tiny_qwen(tokenizer, seed=2, hidden=64, layers=2).train()
+    ids = torch.randint(0, len(tokenizer), (4, 24), generator=torch.Generator().manual_seed(0))
+    from ascent.policy.model import token_logprobs
+
+    result = parity(model, lambda: token_logprobs(model, ids, torch.ones_like(ids)), torch.device("cpu"))
+    assert set(TOLERANCE) <= set(result)
+    assert within_tolerance(result) == (True, "")
+    assert type(model.get_output_embeddings()) is torch.nn.Linear  # restored
+    assert all(p.grad is None for p in model.parameters())  # gradients left cleared
+    assert within_tolerance({**result, "grad_cosine": 0.5}) == (False, "grad_cosine 0.5 vs 0.99")
+
+
+def test_auto_picks_fp32_without_native_bf16(tokenizer, monkeypatch):
+    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": False)
+    called = []
+    monkeypatch.setattr(precision_mod, "probe", lambda *a, **k: called.append(1))
+    p = resolve("auto", tiny_qwen(tokenizer), torch.device("cpu"), len(tokenizer))
+    assert p.dtype is None and "no AVX512-BF16" in p.reason and not called
+
+
+@pytest.mark.parametrize(
+    "measured, picked",
+    [
+        ({"speedup": 1.6, "logprob_max_abs": 0.02, "logprob_mean_abs": 0.002, "grad_cosine": 0.999}, "bf16"),
+        ({"speedup": 1.02, "logprob_max_abs": 0.02, "logprob_mean_abs": 0.002, "grad_cosine": 0.999}, "fp32"),
+        ({"speedup": 1.6, "logprob_max_abs": 0.5, "logprob_mean_abs": 0.002, "grad_cosine": 0.999}, "fp32"),
+    ],
+)
+def test_auto_follows_the_probe_where_bf16_is_native(tokenizer, monkeypatch, measured, picked):
+    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": True)
+    monkeypatch.setattr(precision_mod, "probe", lambda *a, **k: measured)
+    model = tiny_qwen(tokenizer)
+    p = resolve("auto", model, torch.device("cpu"), len(tokenizer))
+    assert p.name == picked and p.probe == measured
+    assert p.reason.startswith(f"auto -> {picked}")
+    assert (type(model.get_output_embeddings()) is Fp32Linear) == (picked == "bf16")
+
+
+def test_probe_times_both_and_measures_parity(tokenizer):
+    model = tiny_qwen(tokenizer, seed=4, hidden=64, layers=2)
+    result = precision_mod.probe(model, torch.device("cpu"), len(tokenizer), rows=2, length=16, repeats=1)
+    assert result["fp32_s"] > 0 and result["bf16_s"] > 0
+    assert result["speedup"] == pytest.approx(result["fp32_s"] / result["bf16_s"])
+    assert within_tolerance(result)[0]
+    assert not model.training and type(model.get_output_embeddings()) is torch.nn.Linear
+
+
+def test_precision_setting_is_validated():
+    from ascent.config import ConfigError
+
+    with pytest.raises(ConfigError, match="precision"):
+        load_config("default", ["train.precision=fp16"])
