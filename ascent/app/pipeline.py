@@ -29,7 +29,7 @@ from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
-from ascent.rollout.backends import make_engine
+from ascent.rollout.backends import make_engine, resolve_rollout_precision
 from ascent.rollout.collector import Collector
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import SamplingSettings
@@ -236,7 +236,9 @@ def rl_phase(
     """RL with checkpoints and periodic evaluation. Returns True when train.steps were all taken. `phase`,
     `cfg` and `checkpoints` name a second RL-shaped phase (the RFT control): its metrics phase, its config
     (default: the run's) and its checkpoint folder (default: checkpoints/)."""
-    cfg = cfg or run.cfg
+    cfg, picked = resolve_rollout_precision(cfg or run.cfg)
+    if picked:
+        console.print(f"{phase} rollout precision: {picked}")
     r = cfg.rollout
     engine = make_engine(r)
     parts = RLParts(

@@ -296,16 +296,18 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             f"rollout.decode_step={cfg.rollout.decode_step!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}"
         )
-    if cfg.rollout.decode_step == "native" and (cfg.rollout.attention == "torch" or cfg.rollout.precision != "model"):
+    if cfg.rollout.decode_step == "native" and (
+        cfg.rollout.attention == "torch" or cfg.rollout.precision == "bfloat16"
+    ):
         raise ConfigError(
             "rollout.decode_step=native runs the fp32 step with the native attention; it cannot be combined with "
             f"rollout.attention={cfg.rollout.attention!r}, rollout.precision={cfg.rollout.precision!r}"
         )
-    if cfg.rollout.precision != "model" and cfg.rollout.backend != "ascent":
+    if cfg.rollout.precision == "bfloat16" and cfg.rollout.backend != "ascent":
         raise ConfigError(
             f"rollout.precision={cfg.rollout.precision!r} needs rollout.backend=ascent, got {cfg.rollout.backend!r}"
         )
-    if cfg.rollout.precision != "model" and cfg.algorithm.tis_cap is None:
+    if cfg.rollout.precision == "bfloat16" and cfg.algorithm.tis_cap is None:  # auto sets a cap when it picks bf16
         warnings.warn(
             f"rollout.precision={cfg.rollout.precision} without algorithm.tis_cap: the sampler/learner mismatch "
             "(logged as rollout/logprob_mismatch) goes uncorrected; set e.g. algorithm.tis_cap=2.0",

@@ -124,10 +124,12 @@ class RolloutConfig:
     `attention` deciding its attention); "auto": native where it applies (fp32 CPU model, `precision:
     model`, `attention` not torch, kernels built), torch otherwise. Same forward up to float summation
     order."""
-    precision: Literal["model", "bfloat16"] = "model"
+    precision: Literal["model", "bfloat16", "auto"] = "model"
     """ascent backend: "model" samples in the policy's own dtype (log-probs match the learner's to rounding);
     "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX)
-    at a small mismatch logged as rollout/logprob_mismatch: pair it with algorithm.tis_cap."""
+    at a small mismatch logged as rollout/logprob_mismatch: pair it with algorithm.tis_cap; "auto": bfloat16
+    where the CPU or GPU multiplies bf16 natively (then algorithm.tis_cap defaults to 2), "model" elsewhere;
+    the run prints what it picked."""
 
 
 @dataclass(frozen=True)

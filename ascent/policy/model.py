@@ -139,7 +139,14 @@ def shared_prefix_logprobs(
     cvalid = ccols < ends[:, None]
     cids = torch.where(cvalid, input_ids.gather(1, ccols.clamp(max=width - 1)), zero)
     ppos = (pmask.long().cumsum(-1) - 1).clamp(min=0)
-    out = model(input_ids=pids, attention_mask=pmask.long(), position_ids=ppos, cache=DynamicCache(), use_cache=True)
+    out = model(  # only the prompt's last position needs logits (it predicts completion token 0)
+        input_ids=pids,
+        attention_mask=pmask.long(),
+        position_ids=ppos,
+        cache=DynamicCache(),
+        use_cache=True,
+        logits_to_keep=1,
+    )
     cache = out.cache
     cache.batch_select_indices(inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
     logits = out.logits[:, -1:][inv]  # (N, 1, V): the prompt's last position predicts completion token 0

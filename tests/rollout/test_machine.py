@@ -45,3 +45,30 @@ def test_describe_names_the_machine():
     assert {"cpu", "isa", "cpus", "torch_threads", "load", "torch", "python"} <= set(d)
     line = machine.describe_line()
     assert str(d["cpu"]) in line and "torch" in line and "load" in line
+
+
+def test_rollout_precision_auto_follows_the_hardware(monkeypatch):
+    from ascent.config import load_config
+    from ascent.rollout import backends
+
+    cfg = load_config("default", ["rollout.precision=auto"])
+    assert cfg.algorithm.tis_cap is None
+    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": False)
+    plain, why = backends.resolve_rollout_precision(cfg)
+    assert plain.rollout.precision == "model" and plain.algorithm.tis_cap is None and "emulated" in why
+    assert backends.make_engine(cfg.rollout).precision == "model"
+    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": True)
+    fast, why = backends.resolve_rollout_precision(cfg)
+    assert fast.rollout.precision == "bfloat16" and fast.algorithm.tis_cap == backends.AUTO_TIS_CAP
+    assert why.startswith("auto -> bfloat16") and "tis_cap" in why
+    kept, _ = backends.resolve_rollout_precision(
+        load_config("default", ["rollout.precision=auto", "algorithm.tis_cap=3"])
+    )
+    assert kept.algorithm.tis_cap == 3  # a cap the user set stays
+    assert backends.make_engine(cfg.rollout).precision == "bfloat16"
+    hf, why = backends.resolve_rollout_precision(
+        load_config("default", ["rollout.precision=auto", "rollout.backend=hf"])
+    )
+    assert hf.rollout.precision == "model" and "'hf' backend" in why
+    same, why = backends.resolve_rollout_precision(load_config("default", []))
+    assert same.rollout.precision == "model" and why is None
