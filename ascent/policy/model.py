@@ -21,6 +21,7 @@ from transformers import (
 )
 
 from ascent.config.schema import ModelConfig
+from ascent.policy.logprob import token_logprob
 
 
 @dataclass
@@ -61,12 +62,9 @@ def token_logprobs(
     CPU, 1.71 s vs 1.52 s per forward+backward of 128 x 71 tokens on the 3.17M model, so the mask stays.)
     """
     logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits  # (N, T, V)
-    logits = logits[:, :-1].float()
-    if temperature not in (0.0, 1.0):
-        logits = logits / temperature
-    targets = input_ids[:, 1:].unsqueeze(-1)  # (N, T-1, 1)
-    picked = logits.gather(-1, targets).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, T-1)
-    return torch.nn.functional.pad(picked, (1, 0))  # (N, T)
+    targets = torch.nn.functional.pad(input_ids[:, 1:], (0, 1), value=-1)  # position t predicts token t+1
+    picked = token_logprob(logits, targets, temperature)  # (N, T), 0 at the last position
+    return torch.nn.functional.pad(picked[:, :-1], (1, 0))  # (N, T)
 
 
 SHARED_PREFIX_MODELS = {"llama", "qwen2", "qwen3", "mistral"}
@@ -149,7 +147,9 @@ def shared_prefix_logprobs(
     )
     cache = out.cache
     cache.batch_select_indices(inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
-    logits = out.logits[:, -1:][inv]  # (N, 1, V): the prompt's last position predicts completion token 0
+    first = out.logits[:, -1][inv]  # (N, V): the prompt's last position predicts completion token 0
+    targets = torch.where(cvalid, cids, torch.full_like(cids, -1))  # (N, C); -1: padding, no log-prob
+    lp = token_logprob(first, targets[:, 0], temperature)[:, None]  # (N, 1)
     if c > 1:  # completion tokens 0..C-2 predict tokens 1..C-1 (the last token is only a target: not run)
         cpos = plen[inv][:, None] + torch.arange(c - 1, device=input_ids.device)[None]
         out_c = model(
@@ -159,12 +159,7 @@ def shared_prefix_logprobs(
             cache=cache,
             use_cache=True,
         )
-        logits = torch.cat([logits, out_c.logits], 1)
-    logits = logits.float()  # (N, C, V): logits[:, j] predicts completion token j
-    if temperature not in (0.0, 1.0):
-        logits = logits / temperature
-    lp = logits.gather(-1, cids.unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)  # (N, C)
-    lp = torch.where(cvalid, lp, torch.zeros_like(lp))
+        lp = torch.cat([lp, token_logprob(out_c.logits, targets[:, 1:], temperature)], 1)  # (N, C)
     full = torch.zeros((n, width + c), dtype=lp.dtype, device=lp.device).scatter(
         1, ccols, lp
     )  # invalid entries land past `ends`
