@@ -9,7 +9,8 @@ Three sources; the first two are called by `ascent.rollout.decoder.Decoder` for 
 - `decode_step.c`: the whole one-token forward of a Llama/Qwen2 model (embedding, norms, projections,
   rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
   through a register-tiled kernel over weights packed once per rollout into column panels (`pack`);
-- `rms_norm.c`: RMSNorm forward and backward for the learner (`ascent.policy.fused`).
+- `rms_norm.c`: RMSNorm forward and backward for the learner (`ascent.policy.fused`);
+- `token_logprob.c`: the log-prob of chosen tokens and its gradient for the learner (`ascent.policy.logprob`).
 
 Build: the system C compiler (`$CC`, else `cc`) with `-O3 -march=native`, multiply-adds fused, IEEE
 arithmetic otherwise (no fast-math: it would reassociate the kernels' exp, `vexp` in kernels.h, out of its
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c", HERE / "rms_norm.c"]
+SOURCES = [HERE / "decode_attention.c", HERE / "decode_step.c", HERE / "rms_norm.c", HERE / "token_logprob.c"]
 HEADERS = [HERE / "kernels.h"]
 COMPILE_FLAGS = ["-O3", "-march=native", "-fPIC", "-fno-math-errno", "-ffp-contract=fast", "-std=gnu99"]
 LINK_FLAGS = ["-shared", "-lm"]
@@ -87,6 +88,8 @@ class Native:
     linear_fn: ctypes._CFuncPtr
     rms_forward: ctypes._CFuncPtr
     rms_backward: ctypes._CFuncPtr
+    logprob_forward: ctypes._CFuncPtr
+    logprob_backward: ctypes._CFuncPtr
     path: Path
 
     def pack(self, w: "torch.Tensor") -> "torch.Tensor":
@@ -226,7 +229,15 @@ def _bind(path: Path) -> Native:
     rms_forward.restype, rms_forward.argtypes = None, [_PTR] * 4 + [_I64, _I64, ctypes.c_float]
     rms_backward = lib.ascent_rms_norm_backward
     rms_backward.restype, rms_backward.argtypes = None, [_PTR] * 6 + [_I64, _I64]
-    return Native(attention, step, packed_floats, pack, linear, rms_forward, rms_backward, path)
+    logprob_forward = lib.ascent_logprob_forward
+    logprob_forward.restype = None
+    logprob_forward.argtypes = [_PTR, _PTR, _I64, _I64, ctypes.c_float, _PTR, _PTR]
+    logprob_backward = lib.ascent_logprob_backward
+    logprob_backward.restype = None
+    logprob_backward.argtypes = [_PTR, _PTR, _PTR, _PTR, _I64, _I64, ctypes.c_float, _PTR]
+    return Native(
+        attention, step, packed_floats, pack, linear, rms_forward, rms_backward, logprob_forward, logprob_backward, path
+    )
 
 
 def load() -> Native | None:

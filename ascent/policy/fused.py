@@ -30,16 +30,16 @@ MIN_ROWS = 256
 _pool: ThreadPoolExecutor | None = None
 
 
-def _blocks(rows: int) -> int:
-    """How many contiguous row blocks `_split` runs: one per torch thread, each at least MIN_ROWS rows."""
-    return max(1, min(torch.get_num_threads(), rows // MIN_ROWS))
+def _blocks(rows: int, min_rows: int = MIN_ROWS) -> int:
+    """How many contiguous row blocks `_split` runs: one per torch thread, each at least `min_rows` rows."""
+    return max(1, min(torch.get_num_threads(), rows // min_rows))
 
 
-def _split(rows: int, fn) -> int:
-    """Run fn(start, stop, part) over `_blocks(rows)` contiguous row blocks, in parallel (the kernels
-    release the GIL); returns the number of blocks."""
+def _split(rows: int, fn, min_rows: int = MIN_ROWS) -> int:
+    """Run fn(start, stop, part) over `_blocks(rows, min_rows)` contiguous row blocks, in parallel (the
+    kernels release the GIL); returns the number of blocks."""
     global _pool
-    k = _blocks(rows)
+    k = _blocks(rows, min_rows)
     bounds = [rows * i // k for i in range(k + 1)]
     if k == 1:
         fn(0, rows, 0)

@@ -7,11 +7,14 @@ temporaries. With SmolLM2's 49,152-entry vocabulary a micro-batch of 16 completi
 logits (200 MB): the profile of one SmolLM2+LoRA update on the TRL-comparison workload showed these
 passes, their temporaries and the page faults of allocating them at ~13% of the update.
 
-`TokenLogprob` walks the logits in chunks of rows that fit in the last-level cache (`CHUNK_BYTES`): the
-forward keeps one float per row (its logsumexp) and no temporary larger than a chunk; the backward writes
-`g / T * (onehot(target) - softmax(x / T))` chunk by chunk into one gradient buffer, each chunk's
-exp/multiply/scatter done in place while it is in cache. Targets < 0 mark positions to skip (0 out, no
-gradient). Same values and gradients as the torch formula to float rounding (tests).
+`NativeTokenLogprob` (fp32 CPU logits, where ascent's kernels build) runs `ascent/kernels/token_logprob.c`
+over the rows, split across the torch threads: two passes per row forward (max, then the sum of exps;
+one float, the row's logsumexp, kept) and one backward, writing `g / T * (onehot(target) - softmax(x / T))`
+straight into the gradient. Elsewhere (bf16 or GPU tensors, no compiler) `TokenLogprob` walks the logits
+in chunks of rows that fit in the last-level cache (`CHUNK_BYTES`) with torch ops: no temporary larger
+than a chunk, the backward's exp/multiply/scatter done in place per chunk. Targets < 0 mark positions to
+skip (0 out, no gradient). Both give torch's log_softmax + gather values and gradients to float rounding
+(tests).
 
 The idea of never materialising the full-vocabulary log-softmax is the same as in Liger Kernel's fused
 linear cross-entropy (Hsu et al. 2024, arXiv:2410.10989) and TRL's `selective_log_softmax`; this one
@@ -21,6 +24,8 @@ keeps the logits (the output layer is the model's own) and chunks only the softm
 from __future__ import annotations
 
 import torch
+
+from ascent.policy.fused import _split
 
 CHUNK_BYTES = 8 << 20
 """Bytes of logits per chunk (rows x vocabulary x 4): a chunk's passes stay in a last-level cache."""
@@ -76,6 +81,67 @@ class TokenLogprob(torch.autograd.Function):
         return grad, None, None
 
 
+class NativeTokenLogprob(torch.autograd.Function):
+    """`TokenLogprob` through the native kernels: fp32 contiguous CPU logits (R, V), int64 targets (R,)."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, temperature: float, native) -> torch.Tensor:
+        rows, v = logits.shape
+        x = logits.detach()
+        t = targets.contiguous()
+        out, lse = torch.empty(rows, dtype=torch.float32), torch.empty(rows, dtype=torch.float32)
+        inv_t = 1.0 / temperature
+        _split(
+            rows,
+            lambda a, b, _: native.logprob_forward(
+                x.data_ptr() + 4 * a * v,
+                t.data_ptr() + 8 * a,
+                b - a,
+                v,
+                inv_t,
+                out.data_ptr() + 4 * a,
+                lse.data_ptr() + 4 * a,
+            ),
+            min_rows=MIN_ROWS,
+        )
+        ctx.save_for_backward(x, t, lse)
+        ctx.native, ctx.inv_t = native, inv_t
+        return out
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g: torch.Tensor):
+        x, t, lse = ctx.saved_tensors
+        rows, v = x.shape
+        w = (g * ctx.inv_t).contiguous().float()  # skipped rows: the kernel writes zeros
+        dx = torch.empty_like(x)
+        _split(
+            rows,
+            lambda a, b, _: ctx.native.logprob_backward(
+                x.data_ptr() + 4 * a * v,
+                t.data_ptr() + 8 * a,
+                lse.data_ptr() + 4 * a,
+                w.data_ptr() + 4 * a,
+                b - a,
+                v,
+                ctx.inv_t,
+                dx.data_ptr() + 4 * a * v,
+            ),
+            min_rows=MIN_ROWS,
+        )
+        return dx, None, None, None
+
+
+MIN_ROWS = 4
+"""Rows per thread below which one thread does all of a call's rows (one row is a whole vocabulary)."""
+
+
+def _native():
+    from ascent import kernels
+
+    return kernels.load()
+
+
 def token_logprob(logits: torch.Tensor, targets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """(...) log-probs of `targets` (...) under `logits` (..., V) / temperature; 0 where targets < 0.
     float32 out whatever the logits' dtype (bf16 logits are upcast first)."""
@@ -85,4 +151,10 @@ def token_logprob(logits: torch.Tensor, targets: torch.Tensor, temperature: floa
         temperature = 1.0
     *lead, v = logits.shape
     flat = logits.reshape(-1, v)  # a view for the model's contiguous logits
-    return TokenLogprob.apply(flat, targets.reshape(-1), float(temperature)).view(*lead)
+    flat_targets = targets.reshape(-1).long()
+    native = _native() if flat.device.type == "cpu" and flat.is_contiguous() and v > 0 else None
+    if native is not None:
+        out = NativeTokenLogprob.apply(flat, flat_targets, float(temperature), native)
+    else:
+        out = TokenLogprob.apply(flat, flat_targets, float(temperature))
+    return out.view(*lead)

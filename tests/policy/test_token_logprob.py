@@ -17,9 +17,16 @@ def reference(x: torch.Tensor, targets: torch.Tensor, temperature: float) -> tor
 
 @pytest.mark.parametrize("shape", [(4, 7, 17), (3, 20, 5000), (2, 9, 1)])
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
-@pytest.mark.parametrize("chunk_bytes", [64, 8 << 20])  # one row per chunk, and the default
-def test_values_and_gradients_match_log_softmax(shape, temperature, chunk_bytes, monkeypatch):
-    monkeypatch.setattr(logprob, "CHUNK_BYTES", chunk_bytes)
+@pytest.mark.parametrize("path", ["native", "torch-row-chunks", "torch"])  # native kernel; torch ops, 1 row per chunk
+def test_values_and_gradients_match_log_softmax(shape, temperature, path, monkeypatch):
+    from ascent import kernels
+
+    if path == "native" and kernels.load() is None:
+        pytest.skip(f"native kernels unavailable: {kernels.unavailable()}")
+    if path != "native":
+        monkeypatch.setattr(logprob, "_native", lambda: None)
+    if path == "torch-row-chunks":
+        monkeypatch.setattr(logprob, "CHUNK_BYTES", 64)
     g = torch.Generator().manual_seed(0)
     n, t, v = shape
     x = (3 * torch.randn(shape, generator=g)).requires_grad_()
@@ -37,6 +44,23 @@ def test_values_and_gradients_match_log_softmax(shape, temperature, chunk_bytes,
     torch.testing.assert_close(lp.double(), want.detach(), atol=2e-5, rtol=1e-5)
     torch.testing.assert_close(x.grad.double(), xd.grad, atol=2e-6, rtol=1e-4)
     assert bool((x.grad[targets < 0] == 0).all())  # skipped positions get no gradient
+
+
+def test_rows_split_across_threads_match_one_thread(two_threads):
+    from ascent import kernels
+
+    if kernels.load() is None:
+        pytest.skip(f"native kernels unavailable: {kernels.unavailable()}")
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(37, 3000, generator=g).requires_grad_()
+    targets = torch.randint(0, 3000, (37,), generator=g)
+    lp = token_logprob(x, targets, 0.9)
+    lp.sum().backward()
+    torch.set_num_threads(1)
+    x1 = x.detach().clone().requires_grad_()
+    lp1 = token_logprob(x1, targets, 0.9)
+    lp1.sum().backward()
+    assert torch.equal(lp, lp1) and torch.equal(x.grad, x1.grad)  # same per-row arithmetic, any split
 
 
 def test_bf16_logits_are_upcast_and_2d_inputs_work():
