@@ -6,7 +6,8 @@ prompts and sampling settings.
 
 Prints one JSON object per (model, workload) as soon as it is measured, then a table. JSON fields:
 `ascent_tokens_per_s`, `hf_generate_tokens_per_s`, `speedup_vs_hf_generate` and `roofline_fraction` (ascent's
-tokens/s x 2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU).
+tokens/s x 2 x params / the matmul GFLOP/s measured at start), all at the model's own precision (fp32 on the CPU);
+the bf16 rows also get `bf16_roofline_fraction`, against the bf16 matmul ceiling measured at start.
 `ascent` is the engine with its defaults (on a CPU: sharded decoding, one shard per torch thread, see
 `rollout.shards`); with `--one-batch on` (default) also `ascent_one_batch_tokens_per_s`, the engine
 decoding the whole batch at once (`rollout.shards=1`). With `--bf16 on` (default) also
@@ -118,6 +119,9 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
                 engine=make_engine(args.backend, precision="bfloat16"),
             )
             extra |= {"ascent_bf16_tokens_per_s": round(b16, 1), "speedup_bf16_vs_hf_generate": round(b16 / hf, 3)}
+            if args.bf16_ceiling:  # the bf16 rollout against the machine's bf16 matmul ceiling
+                extra["bf16_matmul_gflops"] = round(args.bf16_ceiling, 1)
+                extra["bf16_roofline_fraction"] = round(b16 * 2 * n_params / (args.bf16_ceiling * 1e9), 3)
             if args.hf_bf16:
                 hf16, _ = tokens_per_s(
                     "hf",
@@ -237,6 +241,10 @@ def main() -> None:
     size = 8192 if args.device.startswith("cuda") else 2048
     ceiling = matmul_gflops(size, device=args.device, dtype=getattr(torch, args.dtype))
     print(f"{args.dtype} matmul {size}x{size} on {args.device}: {ceiling:.1f} GFLOP/s", file=sys.stderr)
+    args.bf16_ceiling = None
+    if args.bf16 and args.dtype == "float32":
+        args.bf16_ceiling = matmul_gflops(size, device=args.device, dtype=torch.bfloat16)
+        print(f"bfloat16 matmul {size}x{size} on {args.device}: {args.bf16_ceiling:.1f} GFLOP/s", file=sys.stderr)
     rows = []
     for name in args.models.split(","):
         wls = (args.smollm2_workloads if name == "smollm2" else args.workloads).split(",")
