@@ -245,9 +245,10 @@ def rl_phase(
         policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
     )
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
-    precision = getattr(getattr(trainer, "learner", None), "precision", None)
-    if precision is not None:
-        console.print(f"{phase} learner precision: {precision.name} ({precision.reason})")
+    learner = getattr(trainer, "learner", None)
+    if learner is not None:
+        console.print(f"{phase} learner precision: {learner.precision.name} ({learner.precision.reason})")
+    pending = learner is not None and learner.precision.pending  # auto: settled by the first update
     ckpt = Checkpointer(checkpoints or run.dir / "checkpoints", cfg.train.keep_checkpoints)
     latest = ckpt.latest() if resume else None
     if latest is not None:
@@ -260,6 +261,10 @@ def rl_phase(
     with progress_bar(phase, cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
 
         def on_step(step: int, m: dict[str, float]) -> None:
+            nonlocal pending
+            if pending and not learner.precision.pending:
+                pending = False
+                console.print(f"{phase} learner precision: {learner.precision.name} ({learner.precision.reason})")
             if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step < cfg.train.steps:
                 m.update({f"eval/{k}": v for k, v in evaluate(run, policy, pass_k=False).items()})
             run.logger.log(phase, step, m)

@@ -32,7 +32,7 @@ from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
-from ascent.trainer.precision import Precision, resolve
+from ascent.trainer.precision import Precision, decide, resolve, settled
 
 
 @dataclass
@@ -61,9 +61,9 @@ class Learner:
         self.policy, self.algo, self.optim_cfg = policy, algo, train.optim
         self.fused_norms = fuse_rms_norms(policy.model) if train.fused_norm else 0
         """How many RMSNorm modules of the policy run ascent's fused kernels (`train.fused_norm`)."""
-        vocab = getattr(getattr(policy.model, "config", None), "vocab_size", None) or len(policy.tokenizer)
-        self.precision: Precision = resolve(train.precision, policy.model, policy.device, vocab)
-        """The forwards' arithmetic (`train.precision`), with the reason for it."""
+        self.precision: Precision = resolve(train.precision, policy.model, policy.device)
+        """The forwards' arithmetic (`train.precision`), with the reason for it (`auto`: settled by
+        `settle_precision` on the first update)."""
         self.shared_prefix = train.shared_prefix
         """Forward each distinct prompt of a micro-batch once (`shared_prefix_logprobs`); `train.shared_prefix`."""
         self.loss_fn = LOSSES.resolve(algo.loss, key="algorithm.loss")
@@ -145,13 +145,35 @@ class Learner:
         """(n, T) teacher-forced log-probs of the completion tokens: each shared prompt forwarded once when
         `shared_prefix` is on and the model and rows allow it, else the plain forward over every row."""
         with self.precision.autocast(input_ids.device):
-            if self.shared_prefix and supports_shared_prefix(model):
-                lp = shared_prefix_logprobs(
-                    model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature
-                )
-                if lp is not None:
-                    return lp
-            return token_logprobs(model, input_ids, attention_mask, self.temperature)
+            return self.forward_logprobs(model, input_ids, attention_mask, completion_mask, prompt_group)
+
+    def forward_logprobs(
+        self,
+        model: torch.nn.Module,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        completion_mask: torch.Tensor,
+        prompt_group: torch.Tensor,
+    ) -> torch.Tensor:
+        """`token_logprobs` in whatever precision the caller's context sets."""
+        if self.shared_prefix and supports_shared_prefix(model):
+            lp = shared_prefix_logprobs(
+                model, input_ids, attention_mask, completion_mask, prompt_group, self.temperature
+            )
+            if lp is not None:
+                return lp
+        return token_logprobs(model, input_ids, attention_mask, self.temperature)
+
+    def settle_precision(self, batch: RolloutBatch, rows: int = 8) -> None:
+        """`train.precision=auto` where bf16 is native: probe fp32 against bf16 on the first `rows` rows of
+        the batch and keep the verdict (`ascent.trainer.precision.decide`)."""
+        n = min(len(batch), rows)
+        dev = self.policy.device
+        width = int(batch.attention_mask[:n].sum(-1).max())
+        ids, att = batch.input_ids[:n, :width].to(dev), batch.attention_mask[:n, :width].to(dev)
+        comp, groups = batch.completion_mask[:n, :width].to(dev), batch.group_index[:n].to(dev)
+        model = self.policy.model
+        self.precision = decide(model, lambda: self.forward_logprobs(model, ids, att, comp, groups), comp, dev)
 
     def update(
         self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor] = None
@@ -159,6 +181,8 @@ class Learner:
         """All optimizer steps for one rollout batch. advantages: (N, T); valid: (N,) usable rewards;
         rewards (N,): for losses and piece states that need them."""
         self.policy.model.train()
+        if self.precision.pending:
+            self.settle_precision(batch)
         steps = self.algo.ppo_epochs * self.algo.mini_batches
         old = self.logprobs(self.policy.model, batch) if steps > 1 else None  # (N, T) pre-update policy
         mask = batch.completion_mask * valid[:, None].float()  # (N, T)
@@ -183,6 +207,7 @@ class Learner:
                 for k, v in m.items():
                     metrics.setdefault(k, v)  # first mini-batch's values (pre-update mismatch included)
         metrics["loss/skipped_steps"] = float(skipped)
+        metrics["optim/bf16"] = float(self.precision.dtype == torch.bfloat16)
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
         return metrics
 
@@ -323,11 +348,20 @@ class Learner:
         return loss, metrics, mismatch
 
     def state_dict(self) -> dict:
-        return {"optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict()}
+        p = self.precision
+        precision = None if p.pending else {"bf16": p.dtype == torch.bfloat16, "reason": p.reason, "probe": p.probe}
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "precision": precision,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        saved = state.get("precision")
+        if self.precision.pending and saved is not None:  # auto: keep the verdict the run started with
+            self.precision = settled(self.policy.model, saved["bf16"], saved["reason"], saved["probe"])
 
 
 def adapters_are_identity(model: torch.nn.Module) -> bool:
