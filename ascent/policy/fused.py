@@ -7,7 +7,7 @@ backward took ~17 ms, nine of them ~10% of the update. `fuse_rms_norms(model)` s
 `FusedRMSNorm` (same `weight` parameter, same state-dict keys), whose forward runs `RMSNormFunction`: the
 C kernels of `ascent/kernels/rms_norm.c`, one pass forward (keeping one float per row, not the
 intermediate tensors) and one pass backward, rows split across the torch threads. This is the fused
-RMSNorm of Liger Kernel (Hsu et al. 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training"),
+RMSNorm of Liger Kernel (Hsu et al. 2024, "Liger Kernel: Efficient Triton Kernels for LLM Training", arXiv:2410.10989),
 written for CPU learners. Same values and gradients as HF's module to float rounding (tests).
 
 Applies to fp32 tensors on the CPU; anything else (bf16, a GPU, double backward) goes through the HF
