@@ -130,6 +130,13 @@ def cispo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     return with_kl(loss, inp, cfg, metrics)
 
 
+for _loss in (ppo_clip, policy_gradient, gspo, cispo):
+    _loss.zero_advantage_free = True
+    """A row whose advantages are all 0 adds nothing to this loss or its gradient (each token's term is the
+    advantage times something finite), so the learner may skip its forward and backward (`train.skip_zero_
+    advantage`) when no KL penalty is added. The normalisers (num_tokens, num_seqs) still count it."""
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Sequence-level regressions and distillation. A loss says what the learner must give it beyond the
 # default fields with a `requires` attribute: "rewards", "groups" (whole groups per micro-batch, plus

@@ -215,6 +215,10 @@ class TrainConfig:
     (`ascent.policy.fused`: one native pass forward, one backward, for fp32 CPU tensors; the HF formula
     elsewhere). Same values and gradients up to float rounding; a no-op where the native kernels are
     unavailable."""
+    skip_zero_advantage: bool = True
+    """Learner: do not forward or backpropagate rows whose advantages are all zero (e.g. GRPO groups whose
+    samples all scored the same) when the loss gains nothing from them (ppo_clip, pg, gspo, cispo without a
+    KL penalty): the same gradient, computed on fewer rows; the normalisers still count the skipped rows."""
     precision: Literal["fp32", "bf16", "auto"] = "fp32"
     """Learner arithmetic (`ascent.trainer.precision`): "fp32"; "bf16": the forwards and backwards under bf16
     autocast with fp32 weights, optimizer state, residual stream, norms and output layer (fast on CPUs with

@@ -81,6 +81,13 @@ class Learner:
         if algo.kl_coef > 0 or "ref" in self.requires:
             self.reference = policy.model if self.adapters_off else self._frozen_copy(policy.model)
         self.kl_monitor = cfg.train.kl_monitor
+        self.skip_zero_advantage = (
+            train.skip_zero_advantage
+            and getattr(self.loss_fn.fn, "zero_advantage_free", False)
+            and algo.kl_coef == 0
+            and self.reference is None
+        )
+        """Rows whose advantages are all zero are left out of the forward/backward (`train.skip_zero_advantage`)."""
         self._monitor_next = False  # the next micro-batch logs kl/ref_k3 (the first one of each update)
         self.states: list[PieceState] = list(states)
 
@@ -242,11 +249,17 @@ class Learner:
             )
         return [starts[round(i * groups / parts)] for i in range(parts + 1)]
 
-    def micro_batches(self, batch: RolloutBatch, rows: slice) -> list[torch.Tensor]:
+    def micro_batches(
+        self, batch: RolloutBatch, rows: slice, keep: Optional[torch.Tensor] = None
+    ) -> list[torch.Tensor]:
         """Row indices of each micro-batch of the mini-batch `rows`: micro_batch_size rows each, or whole
         groups packed up to micro_batch_size rows when the loss requires "groups" (a group larger than
-        micro_batch_size forms one micro-batch on its own)."""
+        micro_batch_size forms one micro-batch on its own). `keep` (N,) bool: only those rows."""
         idx = torch.arange(len(batch))[rows]
+        if keep is not None:
+            idx = idx[keep[idx]]
+            if len(idx) == 0:
+                return []
         m = self.micro_batch_size
         if "groups" not in self.requires:
             return [idx[s : s + m] for s in range(0, len(idx), m)]
@@ -272,7 +285,13 @@ class Learner:
         seq = seq or {}
         num_tokens, num_seqs = float(mask[rows].sum()), float(mask[rows].shape[0])
         metrics: dict[str, float] = {}
-        for sub in self.micro_batches(batch, rows):
+        keep = None
+        if self.skip_zero_advantage:  # the same gradient from the rows that carry one
+            keep = ((adv * mask) != 0).any(-1)  # (N,)
+            metrics["loss/zero_advantage_rows_skipped"] = 1.0 - float(keep[rows].float().mean())
+        subs = self.micro_batches(batch, rows, keep)
+        weight = float(sum(len(s) for s in subs)) or 1.0
+        for sub in subs:
             width = int(batch.attention_mask[sub].sum(-1).max())
             dev = self.policy.device  # rollout batches live on the CPU; the micro-batch goes where the model is
             mb = MicroBatch(
@@ -294,7 +313,11 @@ class Learner:
                 return {"loss/skipped": 1.0, "loss/nonfinite": 1.0}
             loss.backward()
             for k, v in m.items():
-                metrics[k] = metrics.get(k, 0.0) + v * len(sub) / num_seqs
+                metrics[k] = metrics.get(k, 0.0) + v * len(sub) / weight
+        if not subs:  # every row skipped: a zero gradient, as the full forward would have given
+            for group in self.optimizer.param_groups:
+                for p in group["params"]:
+                    p.grad = torch.zeros_like(p)
         norm, stepped = clip_and_step(self.policy.model, self.optimizer, self.scheduler, self.optim_cfg.grad_clip)
         metrics.update({"loss/grad_norm": norm, "loss/skipped": float(not stepped)})
         return metrics
