@@ -204,6 +204,13 @@ class Learner:
         bounds = self.mini_batch_bounds(batch)
         skipped = 0
         self._monitor_next = self.kl_monitor
+        if self.skip_zero_advantage and not bool(((advantages * mask) != 0).any()):
+            # every row will be skipped: the monitors run on the batch's first rows before the (zero) step
+            kl, mismatch = self.monitor_kl(batch, mask, self.kl_monitor)
+            if kl is not None:
+                metrics["kl/ref_k3"] = kl
+            metrics.setdefault("rollout/logprob_mismatch", mismatch)
+            self._monitor_next = False
         for _ in range(self.algo.ppo_epochs):
             for start, stop in zip(bounds[:-1], bounds[1:]):
                 rows = slice(start, stop)
@@ -217,6 +224,28 @@ class Learner:
         metrics["optim/bf16"] = float(self.precision.dtype == torch.bfloat16)
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
         return metrics
+
+    @torch.no_grad()
+    def monitor_kl(self, batch: RolloutBatch, mask: torch.Tensor, kl: bool = True) -> tuple[float | None, float]:
+        """`kl/ref_k3` (None unless `kl`) and the sampler/learner log-prob mismatch on the batch's first
+        micro-batch of rows, without grad."""
+        dev, rows = self.policy.device, slice(0, self.micro_batch_size)
+        width = int(batch.attention_mask[rows].sum(-1).max())
+        args = (
+            batch.input_ids[rows, :width].to(dev),
+            batch.attention_mask[rows, :width].to(dev),
+            batch.completion_mask[rows, :width].to(dev),
+            batch.group_index[rows].to(dev),
+        )
+        logp = self.token_logprobs(self.policy.model, *args)
+        sampled = batch.sampled_logprobs[rows, :width].to(dev)
+        mismatch = float(((logp - sampled).abs() * args[2]).max())
+        if not kl:
+            return None, mismatch
+        with self.reference_mode():
+            ref = self.token_logprobs(self.reference_model(), *args)
+        log_ratio = (ref - logp).clamp(-20.0, 20.0)
+        return float(masked_mean(log_ratio.exp() - log_ratio - 1.0, mask[rows, :width].to(dev))), mismatch
 
     def sequence_inputs(
         self, batch: RolloutBatch, valid: torch.Tensor, rewards: Optional[torch.Tensor]
