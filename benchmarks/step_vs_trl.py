@@ -135,7 +135,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="both sides in bf16: TRL bf16=True; ascent train.precision=bf16 and bf16 rollouts (TIS cap 2)",
     )
-    p.add_argument("--micro", type=int, default=0, help="ascent's train.micro_batch_size (0: the whole batch, as TRL)")
+    p.add_argument(
+        "--micro",
+        type=int,
+        default=0,
+        help="rows per forward/backward on both sides (ascent: train.micro_batch_size; TRL: its batch with gradient accumulation); 0: all",
+    )
     p.add_argument("--prompts", type=int, default=0, help="prompts per step (0: 16 scratch, 8 smollm2)")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
@@ -402,6 +407,7 @@ class TRLSide:
             str(args.seed),
             "--lockstep",
             *(["--lora"] if args.lora else []),
+            *(["--micro", str(args.micro)] if args.micro else []),
             *(["--chat"] if args.model == "smollm2" else []),
             *(["--bf16"] if args.bf16 else []),
         ]

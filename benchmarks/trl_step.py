@@ -44,6 +44,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=64, help="new tokens per completion (exactly)")
     p.add_argument("--lr", type=float, default=1e-5, help="AdamW learning rate")
     p.add_argument("--seed", type=int, default=0, help="seed")
+    p.add_argument(
+        "--micro", type=int, default=0, help="rows per forward/backward (gradient accumulation); 0: all at once"
+    )
     p.add_argument("--lora", action="store_true", help="LoRA r=16, alpha 32, no dropout, all projections (peft)")
     p.add_argument("--chat", action="store_true", help="conversational prompts: TRL applies the chat template")
     p.add_argument("--bf16", action="store_true", help="GRPOConfig(bf16=True): autocast on the CPU")
@@ -130,7 +133,9 @@ def instrument(trainer, clock: PhaseClock) -> None:
 
 
 def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
-    """The GRPOConfig of the workload: one optimizer step per generation batch of all completions, CPU fp32."""
+    """The GRPOConfig of the workload: one optimizer step per generation batch of all completions, CPU fp32.
+    With `--micro`, the batch's forward/backward runs in micro-batches of that many rows with gradient
+    accumulation (TRL generates the whole batch once, `steps_per_generation` = the accumulation steps)."""
     from trl import GRPOConfig
 
     return GRPOConfig(
@@ -139,8 +144,8 @@ def grpo_config(args: argparse.Namespace, n_prompts: int, out_dir: str):
         bf16=args.bf16,
         fp16=False,
         gradient_checkpointing=False,
-        per_device_train_batch_size=n_prompts * args.samples,
-        gradient_accumulation_steps=1,
+        per_device_train_batch_size=args.micro or n_prompts * args.samples,
+        gradient_accumulation_steps=(n_prompts * args.samples) // (args.micro or n_prompts * args.samples),
         num_generations=args.samples,
         max_completion_length=args.tokens,
         generation_kwargs={"min_new_tokens": args.tokens},
