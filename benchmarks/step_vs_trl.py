@@ -139,7 +139,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--micro",
         type=int,
         default=0,
-        help="rows per forward/backward on both sides (ascent: train.micro_batch_size; TRL: its batch with gradient accumulation); 0: all",
+        help="rows per forward/backward on both sides (ascent: train.micro_batch_size; TRL: its batch with "
+        "gradient accumulation); 0: the whole batch at once",
     )
     p.add_argument("--prompts", type=int, default=0, help="prompts per step (0: 16 scratch, 8 smollm2)")
     p.add_argument("--samples", type=int, default=8, help="completions per prompt (group size)")
