@@ -157,9 +157,9 @@ class Evaluator:
         """{'accuracy': greedy accuracy, 'accuracy_lenient', 'completion_len', the agent metrics, 'pass@1',
         f'pass@{k}': sampled at `temperature`}."""
         ok, loose, length, trajs = self.judge(policy, 1, 0.0, None)
-        result = {"accuracy": float(ok.float().mean())}
+        result = {"accuracy": int(ok.sum()) / ok.numel()}  # exact fraction, not a float32 mean
         if loose is not None:
-            result["accuracy_lenient"] = float(loose.float().mean())
+            result["accuracy_lenient"] = int(loose.sum()) / loose.numel()
         result["completion_len"] = length
         if self.agent is not None:
             result.update(episode_stats(trajs))
