@@ -108,7 +108,12 @@ def main() -> None:
     runs = [load(r) for r in args.runs]
     print(table([s for s, _ in runs]))
     if args.plot:
-        plot(runs, args.plot, args.title or runs[0][0]["name"])
+        default = (
+            f"{runs[0][0]['name']}"
+            if len(runs) == 1
+            else f"{len(runs)} seeds (" + ", ".join(s["name"] for s, _ in runs) + ")"
+        )
+        plot(runs, args.plot, args.title or default)
         print(f"\nplot: {args.plot}")
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ascent.registry import Registry
 
@@ -47,6 +47,14 @@ def math_verify_reward(
 ) -> list[Optional[float]]:
     """1 if math-verify finds the completion's final answer equivalent to the row's `answer` (LaTeX,
     \\boxed{}, plain numbers and expressions), else 0. The runner's per-call timeout bounds it."""
+    return _verified(completions, answer, lambda c: c)
+
+
+def _verified(
+    completions: list[str], answer: Optional[list[Any]], extract: Callable[[str], Optional[str]]
+) -> list[Optional[float]]:
+    """1 where math-verify finds `extract(completion)` equal to the row's answer, 0 where it does not or
+    `extract` finds nothing, None where the row has no answer."""
     from math_verify import parse, verify
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # it warns on every call that timeouts are ours
@@ -57,8 +65,11 @@ def math_verify_reward(
         if a is None:
             out.append(None)
             continue
-        gold = parse(f"${a}$", parsing_timeout=None)
-        pred = parse(c, parsing_timeout=None)
+        text = extract(c)
+        if text is None:
+            out.append(0.0)
+            continue
+        gold, pred = parse(f"${a}$", parsing_timeout=None), parse(text, parsing_timeout=None)
         out.append(float(bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None)))
     return out
 
@@ -86,20 +97,4 @@ def answer_is(
     """The strict grader of tasks that ask for the answer as a final sentence "The answer is N.": 1 if the
     completion states its answer that way and math-verify finds it equal to the row's `answer`, else 0 (a right
     number anywhere else earns nothing; `last_number` is the lenient counterpart)."""
-    from math_verify import parse, verify
-
-    logging.getLogger("math_verify").setLevel(logging.ERROR)
-    if answer is None:
-        return [None] * len(completions)
-    out: list[Optional[float]] = []
-    for c, a in zip(completions, answer):
-        if a is None:
-            out.append(None)
-            continue
-        stated = stated_answer(c)
-        if stated is None:
-            out.append(0.0)
-            continue
-        gold, pred = parse(f"${a}$", parsing_timeout=None), parse(f"${stated}$", parsing_timeout=None)
-        out.append(float(bool(gold) and bool(pred) and verify(gold, pred, timeout_seconds=None)))
-    return out
+    return _verified(completions, answer, lambda c: None if (n := stated_answer(c)) is None else f"${n}$")
