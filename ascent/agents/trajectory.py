@@ -101,7 +101,8 @@ def pack_trajectories(trajs: list[Trajectory], tokenizer: Any, policy_version: i
     """Right-pad trajectories into a `RolloutBatch` the learner trains on unchanged: completion_mask is
     the loss mask (sampled tokens only), group_index the task, finished = the environment ended the
     episode. Each row's fields carry the task's fields plus `agent_reward`, `agent_turns` (sampled spans),
-    `agent_turn_texts` (each model turn's text), `agent_turn_infos` (each step's info),
+    `agent_turn_texts` (each model turn's text), `agent_observation_texts` (the observation after each
+    turn, None where none was appended), `agent_turn_infos` (each step's info),
     `agent_finish_reason` and `agent_info` (the last step's info)."""
     if not trajs:
         raise ValueError("pack_trajectories needs at least one trajectory")
@@ -132,6 +133,12 @@ def pack_trajectories(trajs: list[Trajectory], tokenizer: Any, policy_version: i
                 "agent_reward": t.reward,
                 "agent_turns": [(u.start, u.end) for u in t.turns],
                 "agent_turn_texts": [u.text for u in t.turns],
+                "agent_observation_texts": [
+                    None
+                    if u.observation is None
+                    else tokenizer.decode(t.ids[u.observation[0] : u.observation[1]], skip_special_tokens=True)
+                    for u in t.turns
+                ],
                 "agent_turn_infos": [u.info for u in t.turns],
                 "agent_finish_reason": t.finish_reason,
                 "agent_info": t.info,

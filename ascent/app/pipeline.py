@@ -39,6 +39,7 @@ from ascent.tasks import TaskData, demonstrations, load_task
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
+from ascent.trainer.samples import SampleLogger
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
 
 
@@ -55,6 +56,8 @@ class Run:
     evaluator: Evaluator
     logger: MetricsLogger
     state: dict[str, Any]
+    samples: Optional[SampleLogger] = None
+    """samples.jsonl (`logging.samples_every`)."""
 
     def save_state(self) -> None:
         write_text_atomic(self.dir / "state.json", json.dumps(self.state, indent=2))
@@ -92,7 +95,9 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
     evaluator = make_evaluator(cfg, task, encoder, settings)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
-    return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state), policy
+    lg = cfg.logging
+    samples = SampleLogger(run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names)
+    return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples), policy
 
 
 def agent_loop(cfg: RunConfig) -> AgentConfig:
@@ -256,6 +261,8 @@ def rl_phase(
         trainer.load_state_dict(Checkpointer.load_state(latest))
         console.print(f"resumed {phase} from {latest} (step {trainer.step_count})")
     run.logger.truncate_after(phase, trainer.step_count)
+    if run.samples is not None:
+        run.samples.truncate_after(phase, trainer.step_count)
     seconds = f"{phase}_seconds"
     t0, before = time.perf_counter(), run.state.get(seconds, 0.0)
     with progress_bar(phase, cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
@@ -268,6 +275,8 @@ def rl_phase(
             if cfg.train.eval_every and step % cfg.train.eval_every == 0 and step < cfg.train.steps:
                 m.update({f"eval/{k}": v for k, v in evaluate(run, policy, pass_k=False).items()})
             run.logger.log(phase, step, m)
+            if run.samples is not None and run.samples.due(step):
+                run.samples.log(phase, step, getattr(trainer, "last", None))
             bar.update(step, m)
             if (
                 (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0)

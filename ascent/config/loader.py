@@ -261,6 +261,7 @@ def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
         ("algorithm.mini_batches", cfg.algorithm.mini_batches),
         ("train.optim.lr", cfg.train.optim.lr),
         ("eval.batch_size", cfg.eval.batch_size),
+        ("logging.samples_max_mb", cfg.logging.samples_max_mb),
     ]
 
 
@@ -269,7 +270,12 @@ def validate(cfg: RunConfig) -> None:
     for key, value in _positive(cfg):
         if value <= 0:
             raise ConfigError(f"{key} must be > 0, got {value}")
-    for key, value in [("train.steps", cfg.train.steps), ("warmstart.steps", cfg.warmstart.steps)]:
+    for key, value in [
+        ("train.steps", cfg.train.steps),
+        ("warmstart.steps", cfg.warmstart.steps),
+        ("logging.samples_every", cfg.logging.samples_every),
+        ("logging.samples_groups", cfg.logging.samples_groups),
+    ]:
         if value < 0:
             raise ConfigError(f"{key} must be >= 0, got {value}")
     if cfg.rollout.temperature < 0:

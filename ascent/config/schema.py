@@ -301,6 +301,12 @@ class LoggingConfig:
     """Show a rich progress bar."""
     log_every: int = 10
     """Print a metrics line every this many steps."""
+    samples_every: int = 10
+    """Append the step's samples to samples.jsonl every this many steps (0: never; `ascent.trainer.samples`)."""
+    samples_groups: int = 4
+    """Groups (every sample of each) logged per logged step."""
+    samples_max_mb: float = 50.0
+    """samples.jsonl is rotated to samples.1.jsonl past this size, so the logs stay under twice it."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
 from ascent.trainer.learner import Learner
+from ascent.trainer.samples import StepSamples
 from ascent.trainer.services import RunServices
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class RLTrainer:
         self.sampler = RowSampler(len(parts.rows), cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
+        self.last: Optional[StepSamples] = None
+        """The last step's scored batch and advantages (for the sample log)."""
         self._rollout_s = 0.0  # rollout seconds of the current step (several rounds with a refilling filter)
         self._prepared = False
         self.collector = parts.collector or SingleTurnCollector(
@@ -78,6 +81,7 @@ class RLTrainer:
         adv = self.advantages(batch, scores)  # (N, T)
         update = self.learner.update(batch, adv, scores.valid, rewards=scores.rewards)
         self.check_update(update)
+        self.last = StepSamples(batch, scores, adv)
         t2 = time.perf_counter()
         self.step_count += 1
         times = {

@@ -24,6 +24,7 @@ from ascent.tasks.search_world import SearchWorldParams, SearchWorlds
 from ascent.trainer.checkpoint import Checkpointer
 from ascent.trainer.learner import Learner
 from ascent.trainer.rl import RLParts, RLTrainer, advantage_input
+from ascent.trainer.samples import read_samples
 
 WORLD = SearchWorldParams(
     people=4, companies=2, cities=2, countries=1, questions_per_world=2, top_k=1, snippet_chars=160
@@ -116,6 +117,11 @@ def test_collector_batch_satisfies_the_turn_contract(agent_batch, rows):
     )
     gaps = [(b.completion_mask[i, : int(b.attention_mask[i].sum())].diff() == 1).sum() for i in range(n)]
     assert max(gaps) >= 2, "some trajectory has several turns separated by masked observation tokens"
+    observations = [o for f in b.fields for o in f["agent_observation_texts"] if o is not None]
+    assert observations and all(len(f["agent_observation_texts"]) == len(f["agent_turns"]) for f in b.fields)
+    for f, completion in zip(b.fields, b.completions):
+        for obs in f["agent_observation_texts"]:
+            assert obs is None or obs.strip() in completion, "observations decoded as the completion shows them"
 
 
 def test_extras_survive_select_and_concat(agent_batch):
@@ -275,6 +281,7 @@ def test_agent_run_resumes_exactly(tmp_path, reward_file):
         "warmstart.steps=1",
         "warmstart.batch_size=2",
         "warmstart.eval_every=0",
+        "logging.samples_every=1",
     ]
     cfg = load_config("search-agent", over)
     full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
@@ -298,6 +305,14 @@ def test_agent_run_resumes_exactly(tmp_path, reward_file):
     ):
         assert key in full
     assert full["token_check_pass_rate"] == 1.0
+    logged = [read_samples(tmp_path / n) for n in ("full", "split")]
+    assert logged[0] == logged[1] and [r["step"] for r in logged[0]] == [1] * 6 + [2] * 6, "resumed sample log"
+    turns = [t for r in logged[0] for t in r["agent"]["turns"]]
+    assert turns and all(
+        (t["observation"] or "").strip() in r["completion"] for r in logged[0] for t in r["agent"]["turns"]
+    )
+    finish = {r["agent"]["finish_reason"] for r in logged[0]}
+    assert any(t["observation"] for t in turns) and finish <= {"done", "max_turns", "max_tokens"}
 
 
 def test_warm_start_imitates_only_the_demonstrators_tokens(tmp_path):
