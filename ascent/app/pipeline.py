@@ -20,6 +20,7 @@ import yaml
 
 from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.loop import AgentConfig
+from ascent.app.report import write_report
 from ascent.app.runs import RunDirError, open_run
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
@@ -381,6 +382,7 @@ def finish(run: Run) -> dict[str, Any]:
     summary["peak_rss_mb"] = round(peak_rss_mb(), 1)
     write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
     plot_curves(run.logger.path, run.dir / "curves.png")
+    write_report(run.dir)
     run.logger.close()
     print_summary(summary)
     return summary

@@ -1,0 +1,216 @@
+"""`ascent report RUN_DIR`: one self-contained `report.html` for a run.
+
+The page needs no network: plotly.js is embedded in it (`plotly.offline.get_plotlyjs()`), and so are the run's
+data. Sections: the summary (summary.json), interactive curves (metrics.jsonl: one chart per metric, one
+trace per phase), a sample browser (samples.jsonl: filter by phase, step and reward range; clicking a sample
+shows its prompt, completion and rewards, and an agent's trajectory turn by turn with the observations), and
+the config (config.yaml). The pipeline writes it at the end of every run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from ascent.logging.metrics import read_metrics
+from ascent.trainer.samples import read_samples
+
+CURVES = [
+    "reward/mean",
+    "reward/std",
+    "reward/zero_std_groups_frac",
+    "eval/accuracy",
+    "eval/accuracy_lenient",
+    "kl/ref_k3",
+    "policy/entropy",
+    "rollout/completion_len_mean",
+    "loss/policy",
+    "loss/clip_frac",
+    "loss/grad_norm",
+    "optim/lr",
+    "time/step",
+    "sft/loss",
+]
+"""Metrics charted when the run has them, in this order (then up to 8 more of the run's own)."""
+MAX_EXTRA_CURVES = 8
+
+
+def curves(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """[{"key", "traces": [{"phase", "x", "y"}]}] for the metrics worth a chart."""
+    keys = {k for row in metrics for k, v in row.items() if k not in ("phase", "step") and isinstance(v, (int, float))}
+    extra = sorted(k for k in keys - set(CURVES) if not k.startswith(("time/", "async/")))[:MAX_EXTRA_CURVES]
+    out = []
+    for key in [k for k in CURVES if k in keys] + extra:
+        traces: dict[str, dict[str, list]] = {}
+        for row in metrics:
+            if isinstance(row.get(key), (int, float)):
+                t = traces.setdefault(row.get("phase", ""), {"x": [], "y": []})
+                t["x"].append(row.get("step", 0))
+                t["y"].append(row[key])
+        out.append({"key": key, "traces": [{"phase": p, **xy} for p, xy in traces.items()]})
+    return out
+
+
+def report_data(run_dir: Path) -> dict[str, Any]:
+    """Everything the page shows, as one JSON-able dict."""
+    run_dir = Path(run_dir)
+    summary_path, config_path = run_dir / "summary.json", run_dir / "config.yaml"
+    metrics_path = run_dir / "metrics.jsonl"
+    return {
+        "name": run_dir.name,
+        "summary": json.loads(summary_path.read_text()) if summary_path.exists() else {},
+        "config": config_path.read_text() if config_path.exists() else "",
+        "curves": curves(read_metrics(metrics_path) if metrics_path.exists() else []),
+        "samples": read_samples(run_dir),
+    }
+
+
+def _script_json(data: Any) -> str:
+    """JSON safe inside a <script> element (no `</script>` or `<!--` can end it early)."""
+    return json.dumps(data, default=str).replace("<", "\\u003c")
+
+
+def render(data: dict[str, Any]) -> str:
+    """The report page for `report_data(...)`."""
+    from plotly.offline import get_plotlyjs
+
+    title = html.escape(f"ascent run: {data['name']}")
+    return PAGE.format(title=title, plotly=get_plotlyjs(), data=_script_json(data), style=STYLE, script=SCRIPT)
+
+
+def write_report(run_dir: Path, out: Path | None = None) -> Path:
+    """Write `run_dir/report.html` (or `out`); returns its path."""
+    out = Path(out) if out is not None else Path(run_dir) / "report.html"
+    text = render(report_data(run_dir))
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ddd; padding-bottom: .2em; }
+table { border-collapse: collapse; font-size: .9em; }
+td, th { border: 1px solid #ddd; padding: .25em .5em; text-align: left; vertical-align: top; }
+#curves { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: .5em; }
+.curve { height: 280px; }
+#samples-table tbody tr { cursor: pointer; } #samples-table tbody tr:hover { background: #f3f6ff; }
+#samples-table td.text { max-width: 40em; white-space: pre-wrap; font-family: monospace; font-size: .85em; }
+#sample-detail pre { white-space: pre-wrap; background: #f7f7f7; padding: .5em; }
+.turn { border-left: 3px solid #4a7; margin: .4em 0; padding-left: .6em; }
+.observation { border-left: 3px solid #aaa; margin: .4em 0 .4em 1.5em; padding-left: .6em; color: #555; }
+.filters label { margin-right: 1em; }
+"""
+
+PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>{style}</style>
+<script>{plotly}</script>
+</head><body>
+<h1>{title}</h1>
+<section><h2>Summary</h2><table id="summary"><tbody></tbody></table></section>
+<section><h2>Curves</h2><div id="curves"></div></section>
+<section><h2>Samples</h2>
+<div class="filters">
+<label>phase <select id="phase-filter"></select></label>
+<label>step <select id="step-filter"></select></label>
+<label>reward &ge; <input id="reward-min" type="number" step="any"></label>
+<label>reward &le; <input id="reward-max" type="number" step="any"></label>
+<span id="sample-count"></span>
+</div>
+<table id="samples-table"><thead><tr><th>phase</th><th>step</th><th>group</th><th>sample</th><th>reward</th>
+<th>advantage</th><th>tokens</th><th>completion</th></tr></thead><tbody></tbody></table>
+<div id="sample-detail"></div>
+</section>
+<section><h2>Config</h2><pre id="config"></pre></section>
+<script id="report-data" type="application/json">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+SCRIPT = r"""
+const DATA = JSON.parse(document.getElementById("report-data").textContent);
+const el = (tag, props = {}, text) => {
+  const e = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+const fmt = (v) => {
+  if (v === null || v === undefined) return "-";
+  return typeof v === "number" ? (Number.isInteger(v) ? String(v) : v.toPrecision(4)) : String(v);
+};
+
+const summary = document.querySelector("#summary tbody");
+for (const [k, v] of Object.entries(DATA.summary)) {
+  const tr = el("tr"); tr.append(el("th", {}, k), el("td", {}, typeof v === "object" ? JSON.stringify(v) : fmt(v)));
+  summary.append(tr);
+}
+document.getElementById("config").textContent = DATA.config;
+
+const curveBox = document.getElementById("curves");
+DATA.curves.forEach((c, i) => {
+  const div = el("div", {id: "curve-" + i, className: "curve"});
+  curveBox.append(div);
+  const traces = c.traces.map(t => ({x: t.x, y: t.y, name: t.phase, mode: "lines+markers", type: "scatter"}));
+  const layout = {title: {text: c.key}, margin: {t: 40, r: 10, b: 40, l: 50}, xaxis: {title: {text: "step"}}};
+  Plotly.newPlot(div, traces, layout, {displaylogo: false, responsive: true});
+});
+
+const samples = DATA.samples;
+const phaseSel = document.getElementById("phase-filter"), stepSel = document.getElementById("step-filter");
+const rmin = document.getElementById("reward-min"), rmax = document.getElementById("reward-max");
+const addOptions = (sel, values) => {
+  sel.append(el("option", {value: ""}, "all"));
+  for (const v of values) sel.append(el("option", {value: String(v)}, String(v)));
+};
+addOptions(phaseSel, [...new Set(samples.map(s => s.phase))]);
+addOptions(stepSel, [...new Set(samples.map(s => s.step))].sort((a, b) => a - b));
+
+function showDetail(s) {
+  const box = document.getElementById("sample-detail");
+  box.replaceChildren();
+  box.append(el("h3", {}, `${s.phase} step ${s.step}, group ${s.group}, sample ${s.sample}`));
+  box.append(el("p", {}, "rewards: " + Object.entries(s.rewards).map(([k, v]) => `${k} = ${fmt(v)}`).join(", ")
+                + `; reward ${fmt(s.reward)}; advantage ${fmt(s.advantage)}; finished ${s.finished}`));
+  box.append(el("h4", {}, "prompt"), el("pre", {className: "prompt"}, s.prompt));
+  if (s.agent) {
+    const traj = el("div", {id: "trajectory"});
+    traj.append(el("h4", {}, `trajectory (${s.agent.turns.length} turns, ${s.agent.finish_reason})`));
+    s.agent.turns.forEach((t, i) => {
+      traj.append(el("div", {className: "turn"}, `turn ${i + 1}: ${t.text}`));
+      if (t.observation) traj.append(el("div", {className: "observation"}, t.observation));
+    });
+    box.append(traj);
+  } else {
+    box.append(el("h4", {}, "completion"), el("pre", {className: "completion"}, s.completion));
+  }
+  if (Object.keys(s.fields).length) {
+    box.append(el("h4", {}, "fields"), el("pre", {}, JSON.stringify(s.fields, null, 1)));
+  }
+}
+
+function renderSamples() {
+  const body = document.querySelector("#samples-table tbody");
+  body.replaceChildren();
+  const lo = rmin.value === "" ? -Infinity : Number(rmin.value);
+  const hi = rmax.value === "" ? Infinity : Number(rmax.value);
+  const shown = samples.filter(s => (!phaseSel.value || s.phase === phaseSel.value)
+    && (!stepSel.value || String(s.step) === stepSel.value)
+    && ((lo === -Infinity && hi === Infinity) || (s.reward !== null && s.reward >= lo && s.reward <= hi)));
+  for (const s of shown) {
+    const tr = el("tr");
+    for (const v of [s.phase, s.step, s.group, s.sample, fmt(s.reward), fmt(s.advantage), s.completion_tokens])
+      tr.append(el("td", {}, String(v)));
+    const text = s.completion.length > 300 ? s.completion.slice(0, 300) + "…" : s.completion;
+    tr.append(el("td", {className: "text"}, text));
+    tr.addEventListener("click", () => showDetail(s));
+    body.append(tr);
+  }
+  document.getElementById("sample-count").textContent = `${shown.length} of ${samples.length} samples`;
+}
+for (const input of [phaseSel, stepSel, rmin, rmax]) input.addEventListener("input", renderSamples);
+renderSamples();
+"""
