@@ -9,6 +9,7 @@ on the same task from the same starting point. Layout of `compare/<name>/`:
     results.json     per-run summaries and per-variant aggregates
     table.md         mean +- std over seeds: held-out greedy accuracy, pass@1, pass@k, s/step, peak memory
     curves.png       held-out accuracy and training reward against RL step, mean over seeds
+    report.html      the table with 95% intervals, accuracy-vs-step and pass@k charts, links to each run's report
 
 Every run is a subprocess `python -m ascent.cli train ...` (so runs cannot share state, and peak memory is
 per run). A killed comparison resumes where it stopped: finished runs are skipped, interrupted ones are
@@ -32,6 +33,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from ascent.app.report import write_comparison_report
 from ascent.config.loader import ConfigError, load_config, parse_overrides
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
@@ -252,6 +254,7 @@ class Comparison:
         write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))
         write_text_atomic(self.root / "table.md", results_table(aggregates, baseline))
         plot_comparison(self.run_dirs(), self.root / "curves.png")
+        write_comparison_report(self.root, results)
         return results
 
 
@@ -427,5 +430,5 @@ def compare(
     comparison.open(overwrite)
     results = comparison.run()
     print((comparison.root / "table.md").read_text())
-    print(f"results in {comparison.root}/ (results.json, table.md, curves.png)")
+    print(f"results in {comparison.root}/ (results.json, table.md, curves.png, report.html)")
     return results

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import html
 import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,78 @@ def write_report(run_dir: Path, out: Path | None = None) -> Path:
     """Write `run_dir/report.html` (or `out`); returns its path."""
     out = Path(out) if out is not None else Path(run_dir) / "report.html"
     text = render(report_data(run_dir))
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def interval95(mean: float, std: float, n: int) -> tuple[float, float]:
+    """Student-t 95% interval of a mean over n seeds (the mean itself for one seed).
+
+    >>> [round(x, 3) for x in interval95(0.5, 0.1, 3)]
+    [0.252, 0.748]
+    """
+    if n < 2:
+        return mean, mean
+    from scipy.stats import t
+
+    half = float(t.ppf(0.975, n - 1)) * std / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def comparison_data(root: Path, results: dict[str, Any]) -> dict[str, Any]:
+    """A comparison's page data: per variant the held-out accuracy with its 95% interval over seeds, pass@k
+    for each k evaluated, held-out accuracy against RL step (mean over seeds), and each run's report."""
+    rows, passk, steps = [], [], []
+    runs = results.get("runs", [])
+    for a in results.get("variants", []):
+        n = len(a["seeds"])
+        acc = a.get("accuracy_after_rl", {"mean": float("nan"), "std": 0.0})
+        lo, hi = interval95(acc["mean"], acc["std"], n)
+        rows.append(
+            {"variant": a["variant"], "seeds": n, "accuracy": acc["mean"], "std": acc["std"], "lo": lo, "hi": hi}
+        )
+        ks = sorted(int(k[5:].split("_")[0]) for k in a if k.startswith("pass@") and k.endswith("_after_rl"))
+        passk.append({"variant": a["variant"], "k": ks, "y": [a[f"pass@{k}_after_rl"]["mean"] for k in ks]})
+        mine = [r for r in runs if r.get("variant") == a["variant"]]
+        points: dict[int, list[float]] = {}
+        for r in mine:
+            if "accuracy_before_rl" in r:
+                points.setdefault(0, []).append(r["accuracy_before_rl"])
+            for key, v in r.items():
+                if key.startswith("accuracy_at_step_"):
+                    points.setdefault(int(key.rsplit("_", 1)[1]), []).append(v)
+            if "accuracy_after_rl" in r and "steps" in r:
+                points.setdefault(int(r["steps"]), []).append(r["accuracy_after_rl"])
+        xs = sorted(points)
+        steps.append({"variant": a["variant"], "x": xs, "y": [sum(points[x]) / len(points[x]) for x in xs]})
+    links = []
+    for r in runs:
+        report = Path(r["dir"]) / "report.html"
+        if report.exists():
+            links.append({"run": f"{r['variant']} seed {r['seed']}", "href": os.path.relpath(report, root)})
+    return {
+        "name": Path(root).name,
+        "warm_start_accuracy": results.get("warm_start_accuracy"),
+        "table": rows,
+        "passk": passk,
+        "steps": steps,
+        "runs": links,
+        "plan": results.get("plan", {}),
+    }
+
+
+def write_comparison_report(root: Path, results: dict[str, Any]) -> Path:
+    """Write `root/report.html` for an `ascent compare` comparison; returns its path."""
+    from plotly.offline import get_plotlyjs
+
+    data = comparison_data(root, results)
+    title = html.escape(f"ascent comparison: {data['name']}")
+    text = COMPARE_PAGE.format(
+        title=title, plotly=get_plotlyjs(), data=_script_json(data), style=STYLE, script=COMPARE_SCRIPT
+    )
+    out = Path(root) / "report.html"
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(out)
@@ -213,4 +287,57 @@ function renderSamples() {
 }
 for (const input of [phaseSel, stepSel, rmin, rmax]) input.addEventListener("input", renderSamples);
 renderSamples();
+"""
+
+COMPARE_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>{style}</style>
+<script>{plotly}</script>
+</head><body>
+<h1>{title}</h1>
+<section><h2>Held-out greedy accuracy after RL (mean over seeds, 95% t-interval)</h2>
+<table id="compare-table"><thead><tr><th>variant</th><th>accuracy</th><th>std</th><th>95% interval</th>
+<th>&Delta; vs first</th><th>seeds</th></tr></thead><tbody></tbody></table><p id="warm"></p></section>
+<section><h2>Curves</h2><div id="curves"><div id="acc-steps" class="curve"></div><div id="passk" class="curve"></div>
+</div></section>
+<section><h2>Runs</h2><ul id="runs"></ul></section>
+<section><h2>Plan</h2><pre id="plan"></pre></section>
+<script id="report-data" type="application/json">{data}</script>
+<script>{script}</script>
+</body></html>
+"""
+
+COMPARE_SCRIPT = r"""
+const DATA = JSON.parse(document.getElementById("report-data").textContent);
+const el = (tag, props = {}, text) => {
+  const e = Object.assign(document.createElement(tag), props);
+  if (text !== undefined) e.textContent = text;
+  return e;
+};
+const f3 = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "-" : v.toFixed(3);
+const body = document.querySelector("#compare-table tbody");
+const base = DATA.table.length ? DATA.table[0].accuracy : 0;
+for (const r of DATA.table) {
+  const tr = el("tr");
+  const delta = r.accuracy - base;
+  for (const v of [r.variant, f3(r.accuracy), f3(r.std), `[${f3(r.lo)}, ${f3(r.hi)}]`,
+                   (delta >= 0 ? "+" : "") + f3(delta), String(r.seeds)]) tr.append(el("td", {}, v));
+  body.append(tr);
+}
+if (DATA.warm_start_accuracy !== null) {
+  document.getElementById("warm").textContent = `warm start (shared): ${f3(DATA.warm_start_accuracy)}`;
+}
+const cfg = {displaylogo: false, responsive: true};
+const margin = {t: 40, r: 10, b: 40, l: 50};
+Plotly.newPlot("acc-steps", DATA.steps.map(s => ({x: s.x, y: s.y, name: s.variant, mode: "lines+markers"})),
+  {title: {text: "held-out accuracy vs RL step"}, margin, xaxis: {title: {text: "RL step"}}}, cfg);
+Plotly.newPlot("passk", DATA.passk.map(p => ({x: p.k, y: p.y, name: p.variant, mode: "lines+markers"})),
+  {title: {text: "pass@k after RL"}, margin, xaxis: {title: {text: "k"}, type: "log"}}, cfg);
+const runs = document.getElementById("runs");
+for (const r of DATA.runs) {
+  const li = el("li");
+  li.append(el("a", {href: r.href}, r.run));
+  runs.append(li);
+}
+document.getElementById("plan").textContent = JSON.stringify(DATA.plan, null, 1);
 """

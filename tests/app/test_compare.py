@@ -100,6 +100,15 @@ def test_compare_runs_resumes_and_aggregates(tmp_path):
     assert (root / "table.md").read_text().count("| advantage=") == 2
     png = (root / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000  # a real plot, not an empty or truncated file
+    page = (root / "report.html").read_text()
+    data = json.loads(page.split('<script id="report-data" type="application/json">')[1].split("</script>")[0])
+    for row, agg in zip(data["table"], results["variants"]):
+        m, sd = agg["accuracy_after_rl"]["mean"], agg["accuracy_after_rl"]["std"]
+        half = 12.7062 * sd / 2**0.5  # Student t, 1 degree of freedom, 97.5%
+        assert row["accuracy"] == m and row["lo"] == pytest.approx(m - half, abs=1e-4) and row["seeds"] == 2
+        assert row["hi"] == pytest.approx(m + half, abs=1e-4)
+    assert [p["k"] for p in data["passk"]] == [[1, 2], [1, 2]] and data["steps"][0]["x"] == [0, 1, 2]
+    assert len(data["runs"]) == 4 and all((root / link["href"]).exists() for link in data["runs"])
     # a killed comparison: one run lost its summary (as if killed mid-run); rerunning redoes only that run
     victim = root / "runs" / "advantage=rloo__seed1"
     (victim / "summary.json").unlink()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ascent.app.pipeline import train
-from ascent.app.report import _script_json, report_data
+from ascent.app.report import _script_json, report_data, write_comparison_report
 from ascent.cli import main
 from ascent.config import load_config
 from ascent.trainer.samples import read_samples
@@ -134,5 +134,40 @@ def test_report_in_a_real_browser(runs):
         assert turns.first.inner_text() == f"turn 1: {first['agent']['turns'][0]['text']}"
         observed = [t["observation"] for t in first["agent"]["turns"] if t["observation"]]
         assert page.locator("#trajectory .observation").count() == len(observed)
+        browser.close()
+        assert errors == []
+
+
+def test_comparison_report_in_a_real_browser(runs, tmp_path):
+    sync_playwright = browser_or_skip()
+    single, _ = runs
+    run_dirs = []
+    for variant in ("advantage=grpo", "advantage=rloo"):
+        for seed in (0, 1):
+            d = tmp_path / "runs" / f"{variant}__seed{seed}"
+            d.mkdir(parents=True)
+            shutil.copy(single / "report.html", d / "report.html")
+            run_dirs.append((variant, seed, d))
+    runs_rows = [
+        {"variant": v, "seed": s, "dir": str(d), "steps": 4, "accuracy_before_rl": 0.5, "accuracy_at_step_2": 0.6}
+        | {"accuracy_after_rl": 0.7 + 0.1 * s}
+        for v, s, d in run_dirs
+    ]
+    agg = {"accuracy_after_rl": {"mean": 0.75, "std": 0.0707}, "pass@1_after_rl": {"mean": 0.6, "std": 0.0}}
+    agg |= {"pass@4_after_rl": {"mean": 0.9, "std": 0.0}}
+    variants = [{"variant": v, "seeds": [0, 1], **agg} for v in ("advantage=grpo", "advantage=rloo")]
+    out = write_comparison_report(tmp_path, {"variants": variants, "runs": runs_rows, "warm_start_accuracy": 0.5})
+    with sync_playwright() as p:
+        browser, page, errors = open_report(p, out)
+        assert page.locator("#compare-table tbody tr").count() == 2
+        cells = page.locator("#compare-table tbody tr").first.locator("td").all_inner_texts()
+        assert cells[:2] == ["advantage=grpo", "0.750"] and cells[3] == "[0.115, 1.385]"  # 0.75 ± 12.706·0.0707/√2
+        assert page.locator("#acc-steps .scatterlayer .trace").count() == 2
+        assert page.locator("#passk .scatterlayer .trace").count() == 2
+        links = page.locator("#runs a")
+        assert links.count() == 4
+        links.first.click()
+        page.wait_for_selector("#curves .main-svg")  # the run's own report opens from the comparison
+        assert page.inner_text("h1") == "ascent run: single"
         browser.close()
         assert errors == []
