@@ -23,6 +23,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.app.compare import CompareError
     from ascent.app.runs import RunDirError
     from ascent.config.loader import ConfigError
+    from ascent.logging.sinks import SinkError
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
     from ascent.tasks import DataError
@@ -35,6 +36,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         UnknownNameError,
         RewardSpecError,
         RunDirError,
+        SinkError,
         TrainingError,
         FileNotFoundError,
     )

@@ -28,6 +28,7 @@ from ascent.data.prompts import PromptEncoder
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
+from ascent.logging.sinks import MlflowSink, WandbSink
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
 from ascent.rollout.backends import make_engine, resolve_rollout_precision
@@ -40,7 +41,7 @@ from ascent.tasks import TaskData, demonstrations, load_task
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
-from ascent.trainer.samples import SampleLogger
+from ascent.trainer.samples import SampleLogger, read_samples
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
 
 
@@ -80,8 +81,9 @@ def reward_specs(cfg: RunConfig, task: TaskData) -> list[str]:
     return [task.reward if s == "auto" else s for s in specs]
 
 
-def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, Policy]:
-    """Build task, policy, encoder, rewards and evaluator for `cfg`."""
+def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = False) -> tuple[Run, Policy]:
+    """Build task, policy, encoder, rewards and evaluator for `cfg`; with `track`, the experiment trackers
+    the config asks for (training runs; `ascent eval` logs nowhere)."""
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     tune_malloc(cfg.malloc)
@@ -95,10 +97,21 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any]) -> tuple[Run, 
     )
     rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
     evaluator = make_evaluator(cfg, task, encoder, settings)
-    logger = MetricsLogger(run_dir, cfg.logging.tensorboard)
+    logger = MetricsLogger(run_dir, cfg.logging.tensorboard, trackers(cfg, run_dir) if track else [])
     lg = cfg.logging
     samples = SampleLogger(run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names)
     return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples), policy
+
+
+def trackers(cfg: RunConfig, run_dir: Path) -> list[Any]:
+    """The experiment trackers `logging.wandb` / `logging.mlflow` ask for."""
+    lg, out = cfg.logging, []
+    config = to_dict(cfg)
+    if lg.wandb:
+        out.append(WandbSink(run_dir, cfg.name, config, lg.wandb_project, lg.wandb_mode))
+    if lg.mlflow:
+        out.append(MlflowSink(run_dir, cfg.name, config, lg.mlflow_uri, lg.mlflow_experiment))
+    return out
 
 
 def agent_loop(cfg: RunConfig) -> AgentConfig:
@@ -334,7 +347,7 @@ def train(
     cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
     state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
     t0, wall_before = time.perf_counter(), state.get("wall_seconds", 0.0)
-    run, policy = prepare(cfg, run_dir, state)
+    run, policy = prepare(cfg, run_dir, state, track=True)
     print_header(run, policy)
     if cfg.warmstart.steps or cfg.warmstart.init_from:
         warmstart(run, policy)
@@ -383,6 +396,7 @@ def finish(run: Run) -> dict[str, Any]:
     write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
     plot_curves(run.logger.path, run.dir / "curves.png")
     write_report(run.dir)
+    run.logger.finish(run.dir, summary, read_samples(run.dir))
     run.logger.close()
     print_summary(summary)
     return summary

@@ -307,6 +307,18 @@ class LoggingConfig:
     """Groups (every sample of each) logged per logged step."""
     samples_max_mb: float = 50.0
     """samples.jsonl is rotated to samples.1.jsonl past this size, so the logs stay under twice it."""
+    wandb: bool = False
+    """Also log to Weights & Biases (`pip install 'ascent[tracking]'`; `ascent.logging.sinks`)."""
+    wandb_project: str = "ascent"
+    """The W&B project."""
+    wandb_mode: Literal["offline", "online"] = "offline"
+    """offline: everything under RUN_DIR/wandb, no network (`wandb sync` uploads it later)."""
+    mlflow: bool = False
+    """Also log to MLflow (`pip install 'ascent[tracking]'`)."""
+    mlflow_uri: str = ""
+    """MLflow tracking URI; empty: a file store at RUN_DIR/mlruns."""
+    mlflow_experiment: str = "ascent"
+    """The MLflow experiment."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from rich.console import Console
 
@@ -15,9 +15,11 @@ console = Console(stderr=False, highlight=False)
 class MetricsLogger:
     """Appends `{"phase", "step", **metrics}` lines to run_dir/metrics.jsonl; mirrors them to TensorBoard."""
 
-    def __init__(self, run_dir: Path, tensorboard: bool = False) -> None:
+    def __init__(self, run_dir: Path, tensorboard: bool = False, sinks: Sequence[Any] = ()) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.sinks = list(sinks)
+        """Experiment trackers (`ascent.logging.sinks`): log(phase, step, metrics), finish(...), close()."""
         self._tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -34,6 +36,13 @@ class MetricsLogger:
             for k, v in clean.items():
                 if v is not None:
                     self._tb.add_scalar(f"{phase}/{k}", v, step)
+        for sink in self.sinks:
+            sink.log(phase, step, clean)
+
+    def finish(self, run_dir: Path, summary: dict[str, Any], samples: list[dict[str, Any]]) -> None:
+        """The end of a run: the trackers get the summary, the samples and the report."""
+        for sink in self.sinks:
+            sink.finish(run_dir, summary, samples)
 
     def truncate_after(self, phase: str, step: int) -> None:
         """Drop lines of `phase` past `step` (a resumed run rewrites them)."""
@@ -49,6 +58,9 @@ class MetricsLogger:
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
 
 
 def _after(row: dict[str, Any], phase: str, step: int) -> bool:
