@@ -6,7 +6,15 @@ task module, so the registry is full.
     data.task=search_world(people=4, hops=[1, 2])  # YAML: task: {search_world: {people: 4, hops: [1, 2]}}
 """
 
-from ascent.tasks import addition, gsm_symbolic, jsonl, search_world, textworld, word_problems  # noqa: F401
+from ascent.tasks import (  # noqa: F401
+    addition,
+    code_functions,
+    gsm_symbolic,
+    jsonl,
+    search_world,
+    textworld,
+    word_problems,
+)
 from ascent.tasks.agent import AgentTask, demonstrations
 from ascent.tasks.base import TASKS, DataError, Row, TaskData, Teacher, answer_teacher, load_task, task_piece
 from ascent.tasks.jsonl import read_jsonl, write_jsonl
