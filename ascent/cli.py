@@ -27,9 +27,11 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.registry import UnknownNameError
     from ascent.rewards.runner import RewardSpecError
     from ascent.tasks import DataError
+    from ascent.trainer.checkpoint import CheckpointError
     from ascent.trainer.rl import TrainingError
 
     return (
+        CheckpointError,
         CompareError,
         ConfigError,
         DataError,

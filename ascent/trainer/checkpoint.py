@@ -1,20 +1,34 @@
-"""Atomic checkpoints in Hugging Face format plus the trainer state.
+"""Atomic, verified checkpoints in Hugging Face format plus the trainer state.
 
-A checkpoint is written to a temporary folder and renamed into place; the `latest` pointer is replaced
-atomically after that. A run killed at any moment leaves the previous checkpoint intact.
+A checkpoint is written to a temporary folder, its files flushed to disk, a `manifest.json` with every
+file's size and SHA-256 added, and the folder renamed into place; the `latest` pointer is replaced
+atomically after that. A run killed at any moment leaves the previous checkpoint intact; a write that fails
+(a full disk) removes its temporary folder and says which checkpoint is still there. On resume,
+`Checkpointer.latest` checks the manifest and falls back, with a warning, to the newest checkpoint that is
+whole when the newest one was truncated or corrupted afterwards.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from safetensors.torch import load_file
+
+log = logging.getLogger(__name__)
+MANIFEST = "manifest.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint could not be written (the previous one is intact) or none that is whole remains."""
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -38,14 +52,59 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
 
 
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_manifest(folder: Path) -> None:
+    """Flush every file of `folder` to disk and record its size and SHA-256 in folder/manifest.json."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST):
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+        files[str(path.relative_to(folder))] = {"bytes": path.stat().st_size, "sha256": _sha256(path)}
+    write_text_atomic(folder / MANIFEST, json.dumps({"files": files}, indent=1))
+
+
+def verify_folder(folder: Path) -> Optional[str]:
+    """None when every file the manifest lists is there with its size and checksum; else what is wrong.
+    A folder without a manifest (written before manifests existed) is taken as it is."""
+    manifest = folder / MANIFEST
+    if not manifest.exists():
+        return None
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (ValueError, KeyError) as exc:
+        return f"unreadable {MANIFEST} ({exc})"
+    for name, meta in files.items():
+        path = folder / name
+        if not path.exists():
+            return f"{name} is missing"
+        if path.stat().st_size != meta["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {meta['bytes']} (truncated?)"
+        if _sha256(path) != meta["sha256"]:
+            return f"{name} does not match its checksum (corrupted)"
+    return None
+
+
 def save_folder_atomic(final: Path, write) -> Path:
-    """Call `write(tmp_dir)`, then move tmp_dir to `final` (replacing an older one)."""
+    """Call `write(tmp_dir)`, add the manifest, then move tmp_dir to `final` (replacing an older one). If
+    writing fails (e.g. the disk is full), the temporary folder is removed and the error re-raised."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".tmp-{final.name}-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    write(tmp)
+    try:
+        write(tmp)
+        write_manifest(tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if final.exists():
         old = final.with_name(f".old-{final.name}-{os.getpid()}")
         os.rename(final, old)
@@ -87,8 +146,15 @@ class Checkpointer:
             policy.save(tmp)
             torch.save(state, tmp / "trainer_state.pt")
 
-        path = save_folder_atomic(self.root / f"step_{step:06d}", write)
-        write_text_atomic(self.root / "latest", path.name)
+        try:
+            path = save_folder_atomic(self.root / f"step_{step:06d}", write)
+            write_text_atomic(self.root / "latest", path.name)
+        except OSError as exc:
+            kept = self.latest()
+            raise CheckpointError(
+                f"could not write the checkpoint of step {step} ({exc}); "
+                + (f"the previous checkpoint {kept} is intact" if kept else "no earlier checkpoint exists")
+            ) from exc
         self._prune()
         return path
 
@@ -98,12 +164,22 @@ class Checkpointer:
             shutil.rmtree(old)
 
     def latest(self) -> Path | None:
-        """The newest complete checkpoint, or None."""
+        """The newest checkpoint that is whole (its manifest checks out), or None. When the one `latest`
+        names is truncated or corrupted, a warning names it and an older whole one is returned instead."""
         pointer = self.root / "latest"
         if not pointer.exists():
             return None
-        path = self.root / pointer.read_text().strip()
-        return path if (path / "trainer_state.pt").exists() else None
+        named = self.root / pointer.read_text().strip()
+        candidates = [named] + sorted((p for p in self.root.glob("step_*") if p.is_dir() and p != named), reverse=True)
+        for path in candidates:
+            if path.name > named.name:  # newer than the pointer: a save that never finished
+                continue
+            problem = "trainer_state.pt is missing" if not (path / "trainer_state.pt").exists() else None
+            problem = problem or verify_folder(path)
+            if problem is None:
+                return path
+            log.warning("checkpoint %s is damaged: %s; trying an older one", path, problem)
+        raise CheckpointError(f"no whole checkpoint under {self.root} (the newest, {named.name}, is damaged)")
 
     @staticmethod
     def load_state(path: Path) -> dict[str, Any]:
