@@ -208,6 +208,8 @@ class RewardRunner:
             return [math.nan] * n, [True] * n
         if status == "error":
             self._fail(name, values)
+            if n > 1 and not hasattr(self.fns[k], "state_dict"):  # find the samples it fails on; score the rest
+                return self._one_by_one(k, prompts, completions, {c: v for c, v in cols.items() if c not in bound})
             return [math.nan] * n, [True] * n
         if not isinstance(values, (list, tuple)) or len(values) != n:
             got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
@@ -223,6 +225,31 @@ class RewardRunner:
             out.append(x if math.isfinite(x) else math.nan)
         if any(failed):
             self._fail(name, f"returned {sum(failed)} non-finite or non-numeric values")
+        return out, failed
+
+    def _one_by_one(
+        self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]
+    ) -> tuple[list[float], list[bool]]:
+        """After a batched call raised: the reward on each sample alone, so that only the samples it fails on
+        are skipped (stateless rewards only; a per-sample timeout ends the search, the rest count as failed)."""
+        out, failed = [], []
+        for i in range(len(completions)):
+            status, value = call_with_timeout(
+                self.fns[k], self.timeout_s, [prompts[i]], [completions[i]], **{c: [v[i]] for c, v in cols.items()}
+            )
+            if status == "timeout":
+                rest = len(completions) - i
+                return out + [math.nan] * rest, failed + [True] * rest
+            x = math.nan
+            if status == "ok" and isinstance(value, (list, tuple)) and len(value) == 1:
+                try:
+                    x = math.nan if value[0] is None else float(value[0])
+                except (TypeError, ValueError):
+                    x = math.inf
+            bad = status != "ok" or not isinstance(value, (list, tuple)) or len(value) != 1
+            bad = bad or (value[0] is not None and not math.isfinite(x))
+            out.append(math.nan if bad or not math.isfinite(x) else x)
+            failed.append(bad)
         return out, failed
 
     def score(self, prompts: list[str], completions: list[str], fields: list[dict[str, Any]]) -> RewardResult:

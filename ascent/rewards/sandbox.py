@@ -10,7 +10,9 @@ killed), reads at most `limits.output_bytes` of results, and discards what the c
 
 The expected outputs never reach the child: it returns the entry point's outputs on the hidden inputs and
 the parent compares them, so a completion cannot pass a test by printing, by rewriting the checker or by
-returning an object whose `==` is always true (outputs must be plain JSON values).
+returning an object whose `==` is always true (outputs must be plain JSON values). Code that writes result
+lines to the channel itself gains nothing over returning values: without the expected outputs, a forged
+line is a guess like any other.
 
 A timeout, a crash, a memory bomb or garbage on the result channel is a recorded failure (`CodeResult.status`),
 never an exception in the trainer.
@@ -98,8 +100,9 @@ def run_code(code: str, entry_point: str, inputs: list[list[Any]], limits: Limit
         os.close(write_fd)
         write_fd = -1
         data, timed_out = _read(read_fd, proc, limits)
+        ended = proc.poll()  # None: still running (blocked, or past the output cap); killed below
         _kill_group(proc)
-        cpu_limit = proc.returncode in (124, -signal.SIGXCPU, -signal.SIGKILL, 256 - signal.SIGKILL)  # CPU limit
+        cpu_limit = ended in (124, -signal.SIGXCPU, -signal.SIGKILL, 256 - signal.SIGKILL)  # the CPU limit ended it
         return _parse(data, len(inputs), timed_out or cpu_limit, time.perf_counter() - t0)
     finally:
         for fd in (read_fd, write_fd):

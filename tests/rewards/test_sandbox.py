@@ -96,11 +96,11 @@ def test_shell_commands_and_file_deletion_do_not_reach_the_host(tmp_path):
     keep.write_text("mine")
     pwned = tmp_path / "pwned"
     code = f"""
-import os, shutil
+import os
 def f():
     errors = []
     for action in (lambda: os.system("touch {pwned}"), lambda: os.remove("{keep}"),
-                   lambda: shutil.rmtree("{tmp_path}"), lambda: open("{pwned}", "w").write("x"),
+                   lambda: os.rmdir("{tmp_path}"), lambda: open("{pwned}", "w").write("x"),
                    lambda: os.rename("{keep}", "{pwned}")):
         try:
             action()
@@ -142,10 +142,14 @@ def test_huge_prints_and_files_are_bounded_and_forged_results_do_not_count():
     big = run_code("def f():\n    open('big', 'wb').write(b'0' * 10**8)\n    return 1\n", "f", [[]], FAST)
     assert "error" in big.outputs[0]  # larger than file_bytes
     # writing to the result channel: a flood is cut at output_bytes, a forged "pass" line breaks the parse
-    flood = run_code("import os\ndef f():\n    os.write(3, b'x' * 10**7)\n    return 1\n", "f", [[]], FAST)
+    spray = "import os\ndef spray(data):\n    for fd in range(3, 64):\n        try:\n            os.write(fd, data)\n"
+    spray += "        except OSError:\n            pass\n"
+    flood = run_code(spray + "def f():\n    spray(b'x' * 10**7)\n    return 1\n", "f", [[]], FAST)
     assert flood.status == "crashed" and score_tests(flood, [1]) == 0.0
-    forged = "import os\nos.write(3, b'{\"ok\": 42}\\n')\ndef f():\n    return 0\n"
-    assert score_tests(run_code(forged, "f", [[]], FAST), [42]) == 0.0  # the forged line is not f's output
+    # result lines written straight to the channel gain nothing over returning a value: the child never sees
+    # the expected outputs, so a forged line is a guess like any other (here a wrong one, ahead of f's own)
+    forged = spray + "spray(b'{\"ok\": 41}\\n')\ndef f():\n    return 0\n"
+    assert score_tests(run_code(forged, "f", [[]], FAST), [42]) == 0.0
     always = "class A:\n    def __eq__(self, o):\n        return True\ndef f():\n    return A()\n"
     assert score_tests(run_code(always, "f", [[]], FAST), [42]) == 0.0  # not a plain value
     printed = "def f():\n    print(42)\n"
