@@ -12,6 +12,7 @@ ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -276,6 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except _user_errors() as err:
         print(f"ascent: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(
+            f"ascent: error: the disk is full ({err}); the last checkpoint is intact: free space and continue "
+            "with `ascent train --resume RUN_DIR`",
+            file=sys.stderr,
+        )
         return 2
 
 
