@@ -5,13 +5,17 @@ Both log every metric line as `<phase>/<metric>` against that phase's own step (
 each count from 1), the resolved config, and at the end of the run the summary, the sample log as a table and
 report.html as an artifact. Both work without a network: W&B in offline mode by default
 (`logging.wandb_mode`; `wandb sync RUN_DIR/wandb/offline-run-*` uploads later), MLflow to a local file store
-under the run directory unless `logging.mlflow_uri` names a server. A resumed run continues the same W&B run
+under the run directory (MLflow 3 keeps that store in maintenance mode; ascent sets its opt-out
+`MLFLOW_ALLOW_FILE_STORE=true`) unless `logging.mlflow_uri` names a server or a
+database. A resumed run continues the same W&B run
 and the same MLflow run (their ids are kept in the run directory).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -49,7 +53,7 @@ class WandbSink:
         wandb = _import("wandb", "wandb")
         self.wandb = wandb
         id_file = Path(run_dir) / "wandb_id"
-        run_id = id_file.read_text().strip() if id_file.exists() else wandb.util.generate_id()
+        run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(4)
         id_file.write_text(run_id)
         self.run = wandb.init(
             project=project,
@@ -103,6 +107,8 @@ class MlflowSink:
         tracking = _import("mlflow.tracking", "mlflow")
         entities = _import("mlflow.entities", "mlflow")
         self.Metric, self.Param = entities.Metric, entities.Param
+        if not uri:  # MLflow 3.x keeps the file store in maintenance mode behind this opt-out; it still works
+            os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
         self.uri = uri or (Path(run_dir) / "mlruns").resolve().as_uri()
         self.client = tracking.MlflowClient(tracking_uri=self.uri)
         got = self.client.get_experiment_by_name(experiment)
