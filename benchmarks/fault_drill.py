@@ -42,7 +42,7 @@ RUN = [
     "model.intermediate_size=64",
     "data.task=addition(digits=1)",
     "data.num_eval=20",
-    "warmstart.steps=20",
+    "warmstart.steps=300",
     "warmstart.batch_size=16",
     "warmstart.eval_every=0",
     "train.prompts_per_step=4",
