@@ -28,7 +28,7 @@ def main() -> None:
     import argparse
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--size", type=int, default=2048, help="KiB of the tmpfs the run fills")
+    p.add_argument("--size", type=int, default=1000, help="KiB of the tmpfs the run fills (a checkpoint is ~300)")
     p.add_argument("--steps", type=int, default=40)
     args = p.parse_args()
     if os.geteuid() != 0:
@@ -47,7 +47,9 @@ def main() -> None:
         kept = Checkpointer(run_dir / "checkpoints").latest()
         checks = {
             "failed_with_exit_2": first.returncode == 2,
-            "one_line_message": bool(err) and err[-1].startswith("ascent: error:") and "No space left" in err[-1],
+            "one_line_message": bool(err)
+            and err[-1].startswith("ascent: error:")
+            and "no space left" in err[-1].lower(),
             "names_the_intact_checkpoint": bool(err) and kept is not None and kept.name in err[-1],
             "kept_checkpoint_whole": kept is not None and verify_folder(kept) is None,
             "no_half_written_folder": not any(x.name.startswith(".tmp-") for x in (run_dir / "checkpoints").iterdir()),

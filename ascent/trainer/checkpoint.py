@@ -10,6 +10,7 @@ whole when the newest one was truncated or corrupted afterwards.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -149,11 +150,20 @@ class Checkpointer:
         try:
             path = save_folder_atomic(self.root / f"step_{step:06d}", write)
             write_text_atomic(self.root / "latest", path.name)
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:
+            # torch's zip writer reports a short write (a full disk) as RuntimeError "... unexpected pos N vs M"
+            # or "PytorchStreamWriter failed writing"; any other RuntimeError is a bug and goes up as it is
+            short_write = "unexpected pos" in str(exc) or "failed writing" in str(exc)
+            if isinstance(exc, RuntimeError) and not short_write:
+                raise
             kept = self.latest()
+            free = shutil.disk_usage(self.root).free
+            full = short_write or getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT)
+            why = f"no space left on its disk, {free} bytes free" if full else str(exc).strip()[:200]
             raise CheckpointError(
-                f"could not write the checkpoint of step {step} ({exc}); "
+                f"could not write the checkpoint of step {step} ({why}); "
                 + (f"the previous checkpoint {kept} is intact" if kept else "no earlier checkpoint exists")
+                + "; free space, then continue with `ascent train --resume RUN_DIR`"
             ) from exc
         self._prune()
         return path

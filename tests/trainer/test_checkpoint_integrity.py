@@ -75,7 +75,10 @@ def test_full_disk_keeps_the_previous_checkpoint(two, monkeypatch):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(ckpt_mod.torch, "save", disk_full)
-    with pytest.raises(CheckpointError, match=r"step 3 .*No space left on device.*step_000002 is intact"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"step 3 \(no space left on its disk, \d+ bytes free\); the previous checkpoint .*step_000002 is intact",
+    ):
         ck.save(3, policy, {"step": 3})
     monkeypatch.setattr(ckpt_mod.torch, "save", real_save)
     assert ck.latest() == second and verify_folder(second) is None
