@@ -393,7 +393,8 @@ def table() -> str:
 
     lines = ["| # | input | what is wrong | what the user sees |", "|---|---|---|---|"]
     for i, (category, what, provoke, _) in enumerate(CASES, 1):
-        message = provoke(Path(tempfile.mkdtemp())).replace("|", "\\|")
+        with contextlib.redirect_stdout(io.StringIO()):  # runs print their config and progress
+            message = provoke(Path(tempfile.mkdtemp())).replace("|", "\\|")
         message = re.sub(r"/tmp/[^\s:'\"]+/", "…/", message)
         lines.append(f"| {i} | {category} | {what} | `{message[:220]}` |")
     return "\n".join(lines)

@@ -63,6 +63,12 @@ def native_bf16(path: str = "/proc/cpuinfo") -> bool | None:
     return None if f is None else bool(f["avx512_bf16"] or f["amx_bf16"] or f["arm_bf16"])
 
 
+def amx_bf16(path: str = "/proc/cpuinfo") -> bool | None:
+    """Whether the CPU has AMX-BF16 tile units (Intel Sapphire Rapids and later); None when unknown."""
+    f = features(path)
+    return None if f is None else bool(f["amx_bf16"])
+
+
 def cpu_model(path: str = "/proc/cpuinfo") -> str:
     text = cpuinfo_text(path) or ""
     for line in text.splitlines():

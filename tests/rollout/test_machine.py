@@ -54,10 +54,14 @@ def test_rollout_precision_auto_follows_the_hardware(monkeypatch):
     cfg = load_config("default", ["rollout.precision=auto"])
     assert cfg.algorithm.tis_cap is None
     monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": False)
+    monkeypatch.setattr(machine, "amx_bf16", lambda path="/proc/cpuinfo": False)
     plain, why = backends.resolve_rollout_precision(cfg)
     assert plain.rollout.precision == "model" and plain.algorithm.tis_cap is None and "emulated" in why
     assert backends.make_engine(cfg.rollout).precision == "model"
-    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": True)
+    monkeypatch.setattr(machine, "native_bf16", lambda path="/proc/cpuinfo": True)  # AVX512-BF16, no AMX
+    zen4, why = backends.resolve_rollout_precision(cfg)
+    assert zen4.rollout.precision == "model" and "no faster" in why
+    monkeypatch.setattr(machine, "amx_bf16", lambda path="/proc/cpuinfo": True)
     fast, why = backends.resolve_rollout_precision(cfg)
     assert fast.rollout.precision == "bfloat16" and fast.algorithm.tis_cap == backends.AUTO_TIS_CAP
     assert why.startswith("auto -> bfloat16") and "tis_cap" in why
