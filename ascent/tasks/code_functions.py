@@ -6,8 +6,8 @@ that rows of one kind differ in what the function must do and the held-out rows 
 in training) ask for combinations of kind and constant the policy has not been trained on. A row carries its
 `entry_point`, its hidden `tests` ([{"args": [...], "expected": value}]: six cases drawn from the row's
 own seed and computed by the reference solution) and the reference solution itself (`solution`, which the
-warm start imitates inside a ```python block). The reward is `code_tests`: the fraction of hidden tests the completion's code passes,
-run in `ascent.rewards.sandbox`.
+warm start imitates inside a ```python block). The reward is `code_tests`: the fraction of hidden tests
+the completion's code passes, run in `ascent.rewards.sandbox`.
 """
 
 from __future__ import annotations
