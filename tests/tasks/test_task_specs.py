@@ -19,7 +19,15 @@ from ascent.tasks.textworld import TextWorldParams
 
 
 def test_every_task_module_registers_itself():
-    assert TASKS.names() == ["addition", "gsm_symbolic", "jsonl", "search_world", "textworld", "word_problems"]
+    assert TASKS.names() == [
+        "addition",
+        "code_functions",
+        "gsm_symbolic",
+        "jsonl",
+        "search_world",
+        "textworld",
+        "word_problems",
+    ]
     for entry in TASKS.entries():
         assert entry.description, entry.name
         if entry.params is not None:
