@@ -165,7 +165,7 @@ def write_comparison_report(root: Path, results: dict[str, Any]) -> Path:
 
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222222; }
 h1 { font-size: 1.4em; } h2 { font-size: 1.15em; border-bottom: 1px solid #ddd; padding-bottom: .2em; }
 table { border-collapse: collapse; font-size: .9em; }
 td, th { border: 1px solid #ddd; padding: .25em .5em; text-align: left; vertical-align: top; }
@@ -175,7 +175,7 @@ td, th { border: 1px solid #ddd; padding: .25em .5em; text-align: left; vertical
 #samples-table td.text { max-width: 40em; white-space: pre-wrap; font-family: monospace; font-size: .85em; }
 #sample-detail pre { white-space: pre-wrap; background: #f7f7f7; padding: .5em; }
 .turn { border-left: 3px solid #4a7; margin: .4em 0; padding-left: .6em; }
-.observation { border-left: 3px solid #aaa; margin: .4em 0 .4em 1.5em; padding-left: .6em; color: #555; }
+.observation { border-left: 3px solid #aaa; margin: .4em 0 .4em 1.5em; padding-left: .6em; color: #555555; }
 .filters label { margin-right: 1em; }
 """
 
