@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ascent.logging.metrics import read_metrics
+from ascent.trainer.checkpoint import write_text_atomic
 from ascent.trainer.samples import read_samples
 
 CURVES = [
@@ -86,9 +87,7 @@ def write_report(run_dir: Path, out: Path | None = None) -> Path:
     """Write `run_dir/report.html` (or `out`); returns its path."""
     out = Path(out) if out is not None else Path(run_dir) / "report.html"
     text = render(report_data(run_dir))
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_text_atomic(out, text)
     return out
 
 
@@ -158,9 +157,7 @@ def write_comparison_report(root: Path, results: dict[str, Any]) -> Path:
         title=title, plotly=get_plotlyjs(), data=_script_json(data), style=STYLE, script=COMPARE_SCRIPT
     )
     out = Path(root) / "report.html"
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    write_text_atomic(out, text)
     return out
 
 

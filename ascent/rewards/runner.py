@@ -160,6 +160,15 @@ def columns(fields: list[dict[str, Any]]) -> dict[str, list[Any]]:
     return {k: [row.get(k) for row in fields] for k in keys}
 
 
+def _as_value(v: Any) -> tuple[float, bool]:
+    """(the reward value, NaN for no opinion or a failure; whether it failed: non-finite or non-numeric)."""
+    try:
+        x = math.nan if v is None else float(v)
+    except (TypeError, ValueError):
+        return math.nan, True
+    return (x, False) if math.isfinite(x) or v is None else (math.nan, True)
+
+
 class RewardRunner:
     """Calls each reward with a per-call timeout and turns failures into recorded, skipped samples."""
 
@@ -217,12 +226,9 @@ class RewardRunner:
             return [math.nan] * n, [True] * n
         out, failed = [], []
         for v in values:
-            try:
-                x = math.nan if v is None else float(v)
-            except (TypeError, ValueError):
-                x = math.inf
-            failed.append(v is not None and not math.isfinite(x))
-            out.append(x if math.isfinite(x) else math.nan)
+            x, bad = _as_value(v)
+            out.append(x)
+            failed.append(bad)
         if any(failed):
             self._fail(name, f"returned {sum(failed)} non-finite or non-numeric values")
         return out, failed
@@ -240,15 +246,11 @@ class RewardRunner:
             if status == "timeout":
                 rest = len(completions) - i
                 return out + [math.nan] * rest, failed + [True] * rest
-            x = math.nan
             if status == "ok" and isinstance(value, (list, tuple)) and len(value) == 1:
-                try:
-                    x = math.nan if value[0] is None else float(value[0])
-                except (TypeError, ValueError):
-                    x = math.inf
-            bad = status != "ok" or not isinstance(value, (list, tuple)) or len(value) != 1
-            bad = bad or (value[0] is not None and not math.isfinite(x))
-            out.append(math.nan if bad or not math.isfinite(x) else x)
+                x, bad = _as_value(value[0])
+            else:
+                x, bad = math.nan, True
+            out.append(x)
             failed.append(bad)
         return out, failed
 

@@ -35,7 +35,7 @@ class CheckpointError(RuntimeError):
 def write_text_atomic(path: Path, text: str) -> None:
     """Write a file through a temporary sibling and os.replace."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w") as fh:
+    with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
