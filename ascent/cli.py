@@ -120,14 +120,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.config.loader import read_recipe, recipe_names
+    from ascent.data.samplers import SAMPLERS
     from ascent.rewards import REWARDS
     from ascent.rollout.backends import ENGINES
+    from ascent.rollout.explorers import EXPLORERS
     from ascent.tasks import TASKS
 
     registries = {
         "advantages": ADVANTAGES,
         "losses": LOSSES,
         "filters": FILTERS,
+        "samplers": SAMPLERS,
+        "explorers": EXPLORERS,
         "rewards": REWARDS,
         "tasks": TASKS,
         "backends": ENGINES,
@@ -162,7 +166,7 @@ def params_lines(params: list[tuple[str, str, object, str]]) -> list[str]:
     ]
 
 
-LIST_KINDS = ["advantages", "losses", "filters", "rewards", "recipes", "tasks", "backends"]
+LIST_KINDS = ["advantages", "losses", "filters", "samplers", "explorers", "rewards", "recipes", "tasks", "backends"]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -144,6 +144,8 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 def spec_registries() -> dict[str, Any]:
     """The registry each piece-spec key resolves in."""
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+    from ascent.data.samplers import SAMPLERS
+    from ascent.rollout.explorers import EXPLORERS
     from ascent.tasks import TASKS
 
     return {
@@ -151,6 +153,8 @@ def spec_registries() -> dict[str, Any]:
         "algorithm.loss": LOSSES,
         "algorithm.filter": FILTERS,
         "data.task": TASKS,
+        "data.sampler": SAMPLERS,
+        "rollout.explorer": EXPLORERS,
     }
 
 

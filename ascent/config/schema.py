@@ -80,6 +80,9 @@ class DataConfig:
     split_seed: Optional[int] = None
     """Seed of a built-in task's problems and train/held-out split (None: the run seed). Fix it when runs
     with different seeds must share a held-out set (e.g. `ascent compare`)."""
+    sampler: str = "uniform"
+    """Prompt sampler and its parameters (`ascent list samplers --params`): which training prompts each step
+    samples and how many completions each gets; uniform: every row once per epoch, shuffled."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,9 @@ class RolloutConfig:
     `attention` deciding its attention); "auto": native where it applies (fp32 CPU model, `precision:
     model`, `attention` not torch, kernels built), torch otherwise. Same forward up to float summation
     order."""
+    explorer: str = "plain"
+    """Explorer and its parameters (`ascent list explorers --params`): how a group's completions are
+    produced; plain: sampled from the current policy."""
     precision: Literal["model", "bfloat16", "auto"] = "model"
     """ascent backend: "model" samples in the policy's own dtype (log-probs match the learner's to rounding);
     "bfloat16" samples from a bf16 copy of the block matrices (1.5-2x faster on CPUs with AVX512-BF16 / AMX)

@@ -59,6 +59,7 @@ from ascent.runtime.worker import (
     trainable_state,
 )
 from ascent.trainer.rl import RLParts, RLTrainer
+from ascent.typed import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,11 @@ class AsyncTrainer(RLTrainer):
 
     def __init__(self, cfg: RunConfig, parts: RLParts) -> None:
         super().__init__(cfg, parts)
+        if self.sampler.varies_samples or cfg.rollout.explorer != "plain":
+            raise ConfigError(
+                f"runtime=ray samples fixed-size groups from the current policy: data.sampler={cfg.data.sampler} "
+                f"and rollout.explorer={cfg.rollout.explorer} need runtime=local"
+            )
         self.K = cfg.ray.max_staleness
         self.pending: deque[RolloutRequest] = deque()  # the steps' batches requested, not yet consumed, in order
         self.next_id = 0
@@ -104,7 +110,7 @@ class AsyncTrainer(RLTrainer):
         """A fresh request for `prompts` rows, at the current version (a group filter's refill)."""
         t0 = time.perf_counter()
         self.fill()
-        return self.receive(self.issue(self.sampler.next(prompts)), t0)
+        return self.receive(self.issue(self.sampler.next(prompts).indices), t0)
 
     def receive(self, req: RolloutRequest, t0: float) -> tuple[RolloutBatch, RewardResult]:
         """The scored batch of `req`, re-sampled if it came back too stale; the wait since `t0` counts as
@@ -125,6 +131,7 @@ class AsyncTrainer(RLTrainer):
             scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
             errors = self.parts.rewards.failure_log[before:]
         self.check_rewards(scores, errors)
+        self.observe(batch, scores)
         if result.rng_state is not None:
             self.generator.set_state(result.rng_state)
         self.row_counts[torch.tensor(req.indices, dtype=torch.long)] += 1
@@ -177,7 +184,9 @@ class AsyncTrainer(RLTrainer):
             for k, req in enumerate(self.pending):
                 self.advance(req, k)
         while len(self.pending) < self.K + 1 and self.step_count + len(self.pending) < self.cfg.train.steps:
-            self.pending.append(self.issue(self.sampler.next(self.cfg.train.prompts_per_step), ahead=len(self.pending)))
+            self.pending.append(
+                self.issue(self.sampler.next(self.cfg.train.prompts_per_step).indices, ahead=len(self.pending))
+            )
 
     def issue(
         self, indices: list[int], request_id: Optional[int] = None, ahead: Optional[int] = None

@@ -13,17 +13,19 @@ import torch
 from ascent.algorithms import ADVANTAGES, FILTERS, AdvantageInput
 from ascent.config.schema import RunConfig
 from ascent.data.prompts import PromptEncoder
-from ascent.data.sampler import RowSampler
+from ascent.data.samplers import SAMPLERS, Draw, SamplerContext
 from ascent.policy.model import Policy
 from ascent.rewards.runner import RewardResult, RewardRunner, concat_results
 from ascent.rollout.batch import concat_batches
 from ascent.rollout.collector import Collector, SingleTurnCollector
 from ascent.rollout.engine import RolloutEngine
+from ascent.rollout.explorers import EXPLORERS, ExplorerContext
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 from ascent.trainer.checkpoint import rng_state, set_rng_state
 from ascent.trainer.learner import Learner
 from ascent.trainer.samples import StepSamples
 from ascent.trainer.services import RunServices
+from ascent.typed import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +63,6 @@ class RLTrainer:
         self.states = {kind: p.state(p.params, self.services) for kind, p in pieces.items() if p.state is not None}
         """The configured pieces' states, by kind (`ascent.algorithms.state.PieceState`)."""
         self.learner.states = list(self.states.values())
-        self.sampler = RowSampler(len(parts.rows), cfg.seed)
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
         self.last: Optional[StepSamples] = None
@@ -71,6 +72,7 @@ class RLTrainer:
         self.collector = parts.collector or SingleTurnCollector(
             parts.policy, parts.rows, parts.encoder, parts.engine, parts.settings, cfg.rollout.samples_per_prompt
         )
+        self.sampler, self.explorer = make_sampler(cfg, parts), make_explorer(cfg, parts, self.collector)
 
     def step(self) -> dict[str, float]:
         """One RL step; returns its metrics."""
@@ -92,6 +94,7 @@ class RLTrainer:
             "rollout/tokens_per_s": batch.stats["rollout/completion_tokens"] / max(self._rollout_s, 1e-9),
         }
         stats = {**batch.stats, **scores.stats, **reward_stats(scores, batch), **entropy_stats(batch), **filtering}
+        stats.update({**self.sampler.metrics(), **self.explorer.metrics()})
         return {**stats, **update, **times}
 
     def prepare(self) -> None:
@@ -116,7 +119,14 @@ class RLTrainer:
         errors_before = len(self.parts.rewards.failure_log)
         scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
         self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
+        self.observe(batch, scores)
         return batch, scores
+
+    def observe(self, batch: RolloutBatch, scores: RewardResult) -> None:
+        """Feed a scored round back to the sampler and the explorer (before any group filter)."""
+        if batch.row_index is not None:
+            self.sampler.observe(batch.row_index, scores.rewards, scores.valid)
+        self.explorer.observe(batch, scores.rewards, scores.valid)
 
     def refill(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
         """Scored rollouts for `prompts` fresh rows, to replace groups the filter dropped."""
@@ -154,9 +164,9 @@ class RLTrainer:
             return batch, scores, stats
         return concat_batches(kept_b), concat_results(kept_s), stats
 
-    def rollout(self, indices: list[int]) -> RolloutBatch:
-        """The collector's batch for these training rows, stamped with the policy version."""
-        batch = self.collector.collect(indices, self.generator)
+    def rollout(self, draw: Draw) -> RolloutBatch:
+        """The explorer's batch for the prompts drawn, stamped with the policy version."""
+        batch = self.explorer.collect(draw, self.generator)
         batch.policy_version = self.step_count
         return batch
 
@@ -202,6 +212,7 @@ class RLTrainer:
             "rng": rng_state(),
             "pieces": pieces,
             "rewards": self.parts.rewards.state_dict(),
+            "explorer": self.explorer.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -214,6 +225,40 @@ class RLTrainer:
         for kind, piece_state in self.states.items():
             piece_state.load_state_dict(saved.get(kind, {}))
         self.parts.rewards.load_state_dict(state.get("rewards", {}))
+        self.explorer.load_state_dict(state.get("explorer", {}))
+
+
+def make_sampler(cfg: RunConfig, parts: RLParts) -> Any:
+    """The configured prompt sampler (`data.sampler`) over the training rows."""
+    piece = SAMPLERS.resolve(cfg.data.sampler, key="data.sampler")
+    ctx = SamplerContext(parts.rows, cfg.seed, cfg.rollout.samples_per_prompt, cfg.train.steps)
+    sampler = piece(ctx)
+    if sampler.varies_samples and parts.collector is not None:
+        raise ConfigError(
+            f"data.sampler={piece.name} gives prompts different group sizes, which only single-turn tasks "
+            "support; use a sampler that keeps rollout.samples_per_prompt (e.g. uniform) for agent tasks"
+        )
+    return sampler
+
+
+def make_explorer(cfg: RunConfig, parts: RLParts, collector: Collector) -> Any:
+    """The configured explorer (`rollout.explorer`) around the run's collector."""
+    piece = EXPLORERS.resolve(cfg.rollout.explorer, key="rollout.explorer")
+    if piece.name != "plain" and parts.collector is not None:
+        raise ConfigError(
+            f"rollout.explorer={piece.name} works on single-turn tasks; agent tasks sample with rollout.explorer=plain"
+        )
+    ctx = ExplorerContext(
+        collector,
+        parts.policy,
+        parts.rows,
+        parts.encoder,
+        parts.engine,
+        parts.settings,
+        cfg.rollout.samples_per_prompt,
+        cfg.seed,
+    )
+    return piece(ctx)
 
 
 def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput:
