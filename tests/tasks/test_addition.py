@@ -9,7 +9,7 @@ import pytest
 
 from ascent.config.schema import DataConfig
 from ascent.tasks import DataError, load_task
-from ascent.tasks.addition import addition_teacher
+from ascent.tasks.addition import AdditionParams, addition_teacher
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -89,3 +89,29 @@ def test_teacher_without_mistakes():
     always = addition_teacher(1.0)
     assert always({"a": 17, "b": 25}, rng) == "32"  # the documented mistake: 17+25 -> 32
     assert always({"a": 12, "b": 25}, rng) == "37"
+
+
+def test_column_teacher_drops_each_columns_carry_at_its_rate():
+    from ascent.tasks.addition import column_teacher
+
+    rng = random.Random(0)
+    exact = column_teacher([0.0, 0.0])
+    assert [exact({"a": a, "b": b}, rng) for a, b in [(999, 999), (58, 67), (100, 200)]] == ["1998", "125", "300"]
+    teach = column_teacher([0.6, 0.97])
+    counts = {}
+    for _ in range(4000):
+        out = teach({"a": 58, "b": 67}, rng)
+        counts[out] = counts.get(out, 0) + 1
+    assert set(counts) == {"125", "115", "25", "15"}  # 58+67: ones carry and tens carry, each kept or dropped
+    ones_kept = (counts["125"] + counts["25"]) / 4000  # the tens digit says whether the ones carry was kept
+    tens_kept = (counts["125"] + counts["115"]) / 4000
+    assert abs(ones_kept - 0.4) < 0.03 and abs(tens_kept - 0.03) < 0.01
+    assert teach({"a": 321, "b": 456}, rng) == "777"  # no carry: never wrong
+    assert column_teacher([1.0])({"a": 17, "b": 25}, rng) == addition_teacher(1.0)({"a": 17, "b": 25}, rng) == "32"
+
+
+def test_column_drop_checks_its_length_and_range():
+    with pytest.raises(ValueError, match="column_drop"):
+        AdditionParams(digits=2, column_drop=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="column_drop"):
+        AdditionParams(digits=3, column_drop=[1.5])
