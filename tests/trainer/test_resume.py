@@ -52,8 +52,24 @@ def rl_lines(run_dir):
 
 @pytest.mark.parametrize(
     "extra",
-    [[], ["algorithm.advantage=gae"], ["algorithm.loss=a_star_po(k=2)"]],
-    ids=["grpo", "gae_critic", "a_star_po_v_star"],
+    [
+        [],
+        ["algorithm.advantage=gae"],
+        ["algorithm.loss=a_star_po(k=2)"],
+        ["data.sampler=pass_rate", "data.num_train=6"],
+        ["data.sampler=coba", "data.num_train=6"],
+        ["rollout.explorer=prefix"],
+        ["rollout.explorer=param_noise", "algorithm.tis_cap=2"],
+    ],
+    ids=[
+        "grpo",
+        "gae_critic",
+        "a_star_po_v_star",
+        "sampler_pass_rate",
+        "sampler_coba",
+        "explorer_prefix",
+        "explorer_param_noise",
+    ],
 )
 def test_resume_is_bitwise_exact(tmp_path, extra):
     cfg = load_config("default", TINY + extra + [f"output_dir={tmp_path}"])
@@ -76,6 +92,8 @@ def test_resume_is_bitwise_exact(tmp_path, extra):
     states = [
         Checkpointer.load_state(Checkpointer(tmp_path / name / "checkpoints").latest()) for name in ("full", "split")
     ]
+    if any(e.startswith("data.sampler=") for e in extra):  # per-row estimates, epoch order, draw count: restored
+        assert states[0]["sampler"] == states[1]["sampler"]
     if "algorithm.advantage=gae" in extra:  # the critic was checkpointed and restored exactly
         critics = [s["pieces"]["advantage"]["model"] for s in states]
         assert critics[0].keys() == critics[1].keys() and all(
