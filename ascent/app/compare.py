@@ -6,9 +6,12 @@ on the same task from the same starting point. Layout of `compare/<name>/`:
     plan.json        the recipe, shared overrides, variants and seeds (a rerun must match it)
     warmstart/       one run that trains the shared warm start (train.steps=0)
     runs/<variant>__seed<k>/   an ordinary run directory per variant and seed
-    results.json     per-run summaries and per-variant aggregates
-    table.md         mean +- std over seeds: held-out greedy accuracy, pass@1, pass@k, s/step, peak memory
+    results.json     per-run summaries and per-variant aggregates, with bootstrap intervals and differences
+    table.md         held-out greedy accuracy, pass@1 and every pass@k as mean [95% bootstrap interval] over seeds,
+                     the difference to the first variant (paired bootstrap over seeds, `*`: significant), s/step,
+                     peak memory
     curves.png       held-out accuracy and training reward against RL step, mean over seeds
+    pass_at_k.png    pass@k against k after RL, mean over seeds with its bootstrap interval as a band
     report.html      the table with 95% intervals, accuracy-vs-step and pass@k charts, links to each run's report
 
 Every run is a subprocess `python -m ascent.cli train ...` (so runs cannot share state, and peak memory is
@@ -34,6 +37,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ascent.app.report import write_comparison_report
+from ascent.app.stats import LEVEL, RESAMPLES, SEED, bootstrap_difference, bootstrap_interval
 from ascent.config.loader import ConfigError, load_config, parse_overrides
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
@@ -250,10 +254,17 @@ class Comparison:
             else (befores[0] if befores else None)
         )
         aggregates = aggregate_runs(runs, [v.name for v in self.plan.variants])
-        results = {"plan": self.plan.key(), "warm_start_accuracy": baseline, "variants": aggregates, "runs": runs}
+        results = {
+            "plan": self.plan.key(),
+            "warm_start_accuracy": baseline,
+            "bootstrap": {"resamples": RESAMPLES, "level": LEVEL, "seed": SEED},
+            "variants": aggregates,
+            "runs": runs,
+        }
         write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))
         write_text_atomic(self.root / "table.md", results_table(aggregates, baseline))
         plot_comparison(self.run_dirs(), self.root / "curves.png")
+        plot_pass_at_k(aggregates, self.root / "pass_at_k.png")
         write_comparison_report(self.root, results)
         return results
 
@@ -279,31 +290,112 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return m, sd
 
 
+def pass_k_of(key: str) -> Optional[int]:
+    """k of a `pass@k_after_rl` key, else None.
+
+    >>> pass_k_of("pass@16_after_rl"), pass_k_of("pass@4_control"), pass_k_of("accuracy_after_rl")
+    (16, None, None)
+    """
+    m = re.fullmatch(r"pass@(\d+)_after_rl", key)
+    return int(m.group(1)) if m else None
+
+
+def bootstrapped_keys(keys: Any) -> list[str]:
+    """The metrics that get bootstrap intervals and a significance test: greedy accuracy and every pass@k after RL."""
+    passk = sorted((k for k in keys if pass_k_of(k) is not None), key=pass_k_of)
+    return (["accuracy_after_rl"] if "accuracy_after_rl" in keys else []) + passk
+
+
+def difference_to(base: list[dict[str, Any]], mine: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """mean(mine) - mean(base) of `key` over seeds with its bootstrap interval; paired by seed when both ran the same
+    seeds (same seed: same data order and sampling), otherwise each side resampled on its own."""
+    a = {r["seed"]: float(r[key]) for r in base if key in r}
+    b = {r["seed"]: float(r[key]) for r in mine if key in r}
+    paired = set(a) == set(b)
+    seeds = sorted(a)
+    left, right = ([a[s] for s in seeds], [b[s] for s in seeds]) if paired else (list(a.values()), list(b.values()))
+    return asdict(bootstrap_difference(left, right, paired))
+
+
 def aggregate_runs(runs: list[dict[str, Any]], order: list[str]) -> list[dict[str, Any]]:
-    """Per variant: mean and std over seeds of every numeric summary field."""
+    """Per variant: mean and std over seeds of every numeric summary field; for greedy accuracy and every pass@k
+    after RL also the 95% bootstrap interval (`lo`, `hi`) and, after the first variant, `vs_first`: the difference
+    to the first variant with its interval and whether it is significant."""
     out = []
+    first = [r for r in runs if r["variant"] == order[0]] if order else []
     for name in order:
         mine = [r for r in runs if r["variant"] == name]
         keys = sorted(
             {k for r in mine for k, v in r.items() if isinstance(v, (int, float)) and k not in ("seed", "steps")}
         )
-        stats = {k: mean_std([float(r[k]) for r in mine if k in r]) for k in keys}
-        out.append(
-            {
-                "variant": name,
-                "seeds": [r["seed"] for r in mine],
-                **{k: {"mean": m, "std": s} for k, (m, s) in stats.items()},
+        agg: dict[str, Any] = {"variant": name, "seeds": [r["seed"] for r in mine]}
+        for k in keys:
+            values = [float(r[k]) for r in mine if k in r]
+            m, sd = mean_std(values)
+            agg[k] = {"mean": m, "std": sd}
+        for k in bootstrapped_keys(keys):
+            ci = bootstrap_interval([float(r[k]) for r in mine if k in r])
+            agg[k].update(lo=ci.lo, hi=ci.hi)
+        if name != order[0]:
+            agg["vs_first"] = {
+                k: difference_to(first, mine, k) for k in bootstrapped_keys(keys) if any(k in r for r in first)
             }
-        )
+        out.append(agg)
     return out
 
 
+def cell(a: dict[str, Any], key: str, digits: int = 3) -> str:
+    """`mean [lo, hi]` (bootstrap interval) where the aggregate has one, else `mean ± std`; `*` after a pass@k whose
+    difference to the first variant is significant; `–` when the variant lacks the metric.
+
+    >>> cell({"pass@4_after_rl": {"mean": 0.7, "std": 0.1, "lo": 0.62, "hi": 0.78},
+    ...       "vs_first": {"pass@4_after_rl": {"significant": True}}}, "pass@4_after_rl")
+    '0.700 [0.620, 0.780] *'
+    >>> cell({"peak_rss_mb": {"mean": 812.0, "std": 3.1}}, "peak_rss_mb", 0), cell({}, "peak_rss_mb")
+    ('812 ± 3', '–')
+    """
+    if key not in a:
+        return "–"
+    m = a[key]
+    if "lo" not in m:
+        return f"{m['mean']:.{digits}f} ± {m['std']:.{digits}f}"
+    star = " *" if pass_k_of(key) is not None and a.get("vs_first", {}).get(key, {}).get("significant") else ""
+    return f"{m['mean']:.{digits}f} [{m['lo']:.{digits}f}, {m['hi']:.{digits}f}]{star}"
+
+
+def diff_cell(d: Optional[dict[str, Any]]) -> str:
+    """`+diff [lo, hi]`, and ` *` when the interval excludes 0.
+
+    >>> diff_cell({"diff": 0.05, "lo": 0.01, "hi": 0.09, "significant": True}), diff_cell(None)
+    ('+0.050 [+0.010, +0.090] *', '–')
+    """
+    if d is None:
+        return "–"
+    return f"{d['diff']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" + (" *" if d["significant"] else "")
+
+
+def differences_table(aggregates: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines: per later variant, its difference to the first for every tested metric (empty without any)."""
+    keys = bootstrapped_keys({k for a in aggregates for k in a.get("vs_first", {})})
+    if not keys:
+        return []
+    first = aggregates[0]["variant"]
+    head = ["variant", *[("greedy acc" if k == "accuracy_after_rl" else k.removesuffix("_after_rl")) for k in keys]]
+    lines = [f"\nDifference to {first} (mean over seeds, 95% bootstrap interval; `*`: the interval excludes 0):\n"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for a in aggregates[1:]:
+        vs = a.get("vs_first", {})
+        lines.append("| " + " | ".join([a["variant"], *[diff_cell(vs.get(k)) for k in keys]]) + " |")
+    unpaired = [a["variant"] for a in aggregates[1:] if not all(d["paired"] for d in a.get("vs_first", {}).values())]
+    note = f"; unpaired (other seeds than {first}): {', '.join(unpaired)}" if unpaired else ""
+    lines.append(f"\nDifferences: bootstrap over seeds, paired by seed (same seed: same data order){note}.")
+    return lines
+
+
 def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> str:
-    """Markdown: one row per variant, the first variant being the baseline the deltas refer to."""
-    pass_keys = sorted(
-        {k for a in aggregates for k in a if k.startswith("pass@") and k.endswith("_after_rl")},
-        key=lambda k: int(k[5:].split("_")[0]),
-    )
+    """Markdown: one row per variant, the first variant being the baseline the deltas refer to; then the differences
+    to it with their intervals (when the aggregates carry them, see `aggregate_runs`)."""
+    pass_keys = [k for k in bootstrapped_keys({k for a in aggregates for k in a}) if k != "accuracy_after_rl"]
     early = sorted(
         {k for a in aggregates for k in a if k.startswith("accuracy_at_step_")}, key=lambda k: int(k.rsplit("_", 1)[1])
     )[:1]
@@ -324,9 +416,9 @@ def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> st
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = aggregates[0]["accuracy_after_rl"]["mean"]
-    fmt = lambda a, k, d=3: f"{a[k]['mean']:.{d}f} ± {a[k]['std']:.{d}f}" if k in a else "–"  # noqa: E731
     for a in aggregates:
-        delta = a["accuracy_after_rl"]["mean"] - base
+        vs = a.get("vs_first", {}).get("accuracy_after_rl")
+        delta = diff_cell(vs) if vs else f"{a['accuracy_after_rl']['mean'] - base:+.3f}"
         calls = []
         if "tool_calls_after_rl" in agent:
             b, c = (
@@ -336,20 +428,67 @@ def results_table(aggregates: list[dict[str, Any]], warm: Optional[float]) -> st
             calls = [f"{100 * (c - b) / b:+.0f}%" if b and c is not None else "–"]
         cells = [
             a["variant"],
-            fmt(a, "accuracy_after_rl"),
-            f"{delta:+.3f}",
-            *[fmt(a, k) for k in early],
-            *[fmt(a, k) for k in pass_keys],
-            *[fmt(a, k, 2) for k in agent],
+            cell(a, "accuracy_after_rl"),
+            delta,
+            *[cell(a, k) for k in early],
+            *[cell(a, k) for k in pass_keys],
+            *[cell(a, k, 2) for k in agent],
             *calls,
-            fmt(a, "seconds_per_rl_step", 3),
-            fmt(a, "peak_rss_mb", 0),
+            cell(a, "seconds_per_rl_step", 3),
+            cell(a, "peak_rss_mb", 0),
             str(len(a["seeds"])),
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += differences_table(aggregates)
+    if any("lo" in a.get("accuracy_after_rl", {}) for a in aggregates):
+        lines.append(
+            f"\n[lo, hi]: {LEVEL:.0%} percentile bootstrap interval of the mean over seeds "
+            f"({RESAMPLES:,} resamples, seed {SEED})."
+        )
+        if min(len(a["seeds"]) for a in aggregates) < 5:
+            lines.append("Fewer than 5 seeds: the intervals are too narrow to trust; run more seeds (--seeds).")
     if warm is not None:
         lines.append(f"\nWarm start (the shared starting checkpoint): greedy accuracy {warm:.3f}.")
     return "\n".join(lines) + "\n"
+
+
+def plot_pass_at_k(aggregates: list[dict[str, Any]], out: Path) -> Optional[Path]:
+    """pass@k after RL against k (log scale): per variant the mean over seeds, its bootstrap interval as a band.
+    Nothing is written when no variant was evaluated for pass@k."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [(a["variant"], [k for k in bootstrapped_keys(set(a)) if k != "accuracy_after_rl"], a) for a in aggregates]
+    if not any(keys for _, keys, _ in curves):
+        return None
+    fig, ax = plt.subplots(figsize=(7, 5))
+    colours = plt.get_cmap("tab10" if len(curves) <= 10 else "tab20").colors  # tab10: bands stay distinguishable
+    for i, (name, keys, a) in enumerate(curves):
+        if not keys:
+            continue
+        style = {"color": colours[i % len(colours)], "linestyle": ("-", "--", ":")[(i // len(colours)) % 3]}
+        ks = [pass_k_of(k) for k in keys]
+        ax.plot(ks, [a[k]["mean"] for k in keys], marker="o", label=name, **style)
+        if all("lo" in a[k] for k in keys):
+            ax.fill_between(
+                ks, [a[k]["lo"] for k in keys], [a[k]["hi"] for k in keys], color=style["color"], alpha=0.15
+            )
+    ax.set_xscale("log", base=2)
+    ticks = sorted({pass_k_of(k) for _, keys, _ in curves for k in keys})
+    ax.set_xticks(ticks, [str(k) for k in ticks])
+    ax.set(
+        xlabel="k (samples per prompt)",
+        ylabel="pass@k",
+        title=f"pass@k after RL (mean over seeds, {LEVEL:.0%} bootstrap band)",
+    )
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
 
 
 def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> None:
@@ -430,5 +569,5 @@ def compare(
     comparison.open(overwrite)
     results = comparison.run()
     print((comparison.root / "table.md").read_text())
-    print(f"results in {comparison.root}/ (results.json, table.md, curves.png, report.html)")
+    print(f"results in {comparison.root}/ (results.json, table.md, curves.png, pass_at_k.png, report.html)")
     return results

@@ -106,19 +106,27 @@ def interval95(mean: float, std: float, n: int) -> tuple[float, float]:
 
 
 def comparison_data(root: Path, results: dict[str, Any]) -> dict[str, Any]:
-    """A comparison's page data: per variant the held-out accuracy with its 95% interval over seeds, pass@k
-    for each k evaluated, held-out accuracy against RL step (mean over seeds), and each run's report."""
+    """A comparison's page data: per variant the held-out accuracy with its 95% interval over seeds (the bootstrap
+    interval of `aggregate_runs` where results.json has one, else Student t) and its difference to the first
+    variant, pass@k for each k evaluated (with its interval), held-out accuracy against RL step (mean over seeds),
+    and each run's report."""
     rows, passk, steps = [], [], []
     runs = results.get("runs", [])
     for a in results.get("variants", []):
         n = len(a["seeds"])
         acc = a.get("accuracy_after_rl", {"mean": float("nan"), "std": 0.0})
-        lo, hi = interval95(acc["mean"], acc["std"], n)
+        lo, hi = (acc["lo"], acc["hi"]) if "lo" in acc else interval95(acc["mean"], acc["std"], n)
         rows.append(
             {"variant": a["variant"], "seeds": n, "accuracy": acc["mean"], "std": acc["std"], "lo": lo, "hi": hi}
+            | {
+                "interval": "bootstrap" if "lo" in acc else "t",
+                "vs_first": a.get("vs_first", {}).get("accuracy_after_rl"),
+            }
         )
         ks = sorted(int(k[5:].split("_")[0]) for k in a if k.startswith("pass@") and k.endswith("_after_rl"))
-        passk.append({"variant": a["variant"], "k": ks, "y": [a[f"pass@{k}_after_rl"]["mean"] for k in ks]})
+        pk = [a[f"pass@{k}_after_rl"] for k in ks]
+        band = {"lo": [m["lo"] for m in pk], "hi": [m["hi"] for m in pk]} if all("lo" in m for m in pk) else {}
+        passk.append({"variant": a["variant"], "k": ks, "y": [m["mean"] for m in pk], **band})
         mine = [r for r in runs if r.get("variant") == a["variant"]]
         points: dict[int, list[float]] = {}
         for r in mine:
@@ -292,9 +300,10 @@ COMPARE_PAGE = """<!DOCTYPE html>
 <script>{plotly}</script>
 </head><body>
 <h1>{title}</h1>
-<section><h2>Held-out greedy accuracy after RL (mean over seeds, 95% t-interval)</h2>
+<section><h2>Held-out greedy accuracy after RL (mean over seeds, 95% interval)</h2>
 <table id="compare-table"><thead><tr><th>variant</th><th>accuracy</th><th>std</th><th>95% interval</th>
-<th>&Delta; vs first</th><th>seeds</th></tr></thead><tbody></tbody></table><p id="warm"></p></section>
+<th>&Delta; vs first</th><th>seeds</th></tr></thead><tbody></tbody></table><p id="method"></p><p id="warm"></p>
+</section>
 <section><h2>Curves</h2><div id="curves"><div id="acc-steps" class="curve"></div><div id="passk" class="curve"></div>
 </div></section>
 <section><h2>Runs</h2><ul id="runs"></ul></section>
@@ -314,12 +323,21 @@ const el = (tag, props = {}, text) => {
 const f3 = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "-" : v.toFixed(3);
 const body = document.querySelector("#compare-table tbody");
 const base = DATA.table.length ? DATA.table[0].accuracy : 0;
+const signed = (v) => (v >= 0 ? "+" : "") + f3(v);
 for (const r of DATA.table) {
   const tr = el("tr");
-  const delta = r.accuracy - base;
-  for (const v of [r.variant, f3(r.accuracy), f3(r.std), `[${f3(r.lo)}, ${f3(r.hi)}]`,
-                   (delta >= 0 ? "+" : "") + f3(delta), String(r.seeds)]) tr.append(el("td", {}, v));
+  const d = r.vs_first;
+  const delta = d ? `${signed(d.diff)} [${signed(d.lo)}, ${signed(d.hi)}]${d.significant ? " *" : ""}`
+                  : signed(r.accuracy - base);
+  for (const v of [r.variant, f3(r.accuracy), f3(r.std), `[${f3(r.lo)}, ${f3(r.hi)}]`, delta, String(r.seeds)])
+    tr.append(el("td", {}, v));
   body.append(tr);
+}
+if (DATA.table.length) {
+  document.getElementById("method").textContent = DATA.table[0].interval === "bootstrap"
+    ? "Intervals: percentile bootstrap over seeds; difference to the first variant: bootstrap over seeds, paired "
+      + "by seed; * : its interval excludes 0."
+    : "Intervals: Student t over seeds.";
 }
 if (DATA.warm_start_accuracy !== null) {
   document.getElementById("warm").textContent = `warm start (shared): ${f3(DATA.warm_start_accuracy)}`;
@@ -328,8 +346,11 @@ const cfg = {displaylogo: false, responsive: true};
 const margin = {t: 40, r: 10, b: 40, l: 50};
 Plotly.newPlot("acc-steps", DATA.steps.map(s => ({x: s.x, y: s.y, name: s.variant, mode: "lines+markers"})),
   {title: {text: "held-out accuracy vs RL step"}, margin, xaxis: {title: {text: "RL step"}}}, cfg);
-Plotly.newPlot("passk", DATA.passk.map(p => ({x: p.k, y: p.y, name: p.variant, mode: "lines+markers"})),
-  {title: {text: "pass@k after RL"}, margin, xaxis: {title: {text: "k"}, type: "log"}}, cfg);
+const band = (p) => p.lo ? {type: "data", symmetric: false, array: p.hi.map((h, i) => h - p.y[i]),
+                            arrayminus: p.y.map((y, i) => y - p.lo[i])} : undefined;
+Plotly.newPlot("passk", DATA.passk.map(p => ({x: p.k, y: p.y, name: p.variant, mode: "lines+markers",
+                                               error_y: band(p)})),
+  {title: {text: "pass@k after RL (95% interval)"}, margin, xaxis: {title: {text: "k"}, type: "log"}}, cfg);
 const runs = document.getElementById("runs");
 for (const r of DATA.runs) {
   const li = el("li");

@@ -4,7 +4,8 @@ reward function, plus, for agent tasks, the episode statistics and the token che
 Metrics (fractions and means over held-out rows):
 - `accuracy`: first reward >= the threshold (greedy); `accuracy_lenient`: the lenient grader (when there is
   one) >= the threshold on the same greedy completions; `completion_len`: mean greedy completion tokens;
-  `pass@1`, `pass@k` when asked (k samples per row at the sampling temperature, unbiased estimator);
+  `pass@1`, `pass@4`, `pass@16`, ... and `pass@n` when asked (n samples per row at the sampling temperature;
+  every k of `pass_ks(n)` from the same n samples, unbiased estimator);
 - agent tasks only: `tool_calls` (tool calls per episode, `num_tool_calls` of the final info, 0 when absent),
   `turns` (model turns per episode), `answer_rate` (episodes that ended with a final answer),
   `unsupported_answer_rate` (among episodes with an answer, those whose answer no retrieved document
@@ -45,6 +46,19 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def pass_ks(n: int) -> list[int]:
+    """The k reported from n samples per row: every power of 4 up to n, and n.
+
+    >>> pass_ks(1), pass_ks(2), pass_ks(16), pass_ks(64), pass_ks(100)
+    ([1], [1, 2], [1, 4, 16], [1, 4, 16, 64], [1, 4, 16, 64, 100])
+    """
+    ks, k = {n}, 1
+    while k <= n:
+        ks.add(k)
+        k *= 4
+    return sorted(ks)
 
 
 def episode_stats(trajs: list[Trajectory]) -> dict[str, float]:
@@ -155,7 +169,7 @@ class Evaluator:
 
     def __call__(self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
         """{'accuracy': greedy accuracy, 'accuracy_lenient', 'completion_len', the agent metrics, 'pass@1',
-        f'pass@{k}': sampled at `temperature`}."""
+        f'pass@{k}' for k in pass_ks(pass_k): from pass_k samples per row at `temperature`}."""
         ok, loose, length, trajs = self.judge(policy, 1, 0.0, None)
         result = {"accuracy": int(ok.sum()) / ok.numel()}  # exact fraction, not a float32 mean
         if loose is not None:
@@ -169,8 +183,8 @@ class Evaluator:
                 log.warning("token check: %s", line)
         if pass_k > 0:
             generator = torch.Generator().manual_seed(seed)
-            ok, _ = self.correct(policy, pass_k, temperature, generator, self.pass_k_rows)  # (P, k)
+            ok, _ = self.correct(policy, pass_k, temperature, generator, self.pass_k_rows)  # (P, pass_k)
             counts = ok.sum(-1).tolist()
-            result["pass@1"] = sum(pass_at_k(pass_k, c, 1) for c in counts) / len(counts)
-            result[f"pass@{pass_k}"] = sum(pass_at_k(pass_k, c, pass_k) for c in counts) / len(counts)
+            for k in pass_ks(pass_k):
+                result[f"pass@{k}"] = sum(pass_at_k(pass_k, c, k) for c in counts) / len(counts)
         return result

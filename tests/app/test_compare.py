@@ -7,7 +7,16 @@ import json
 import pytest
 import yaml
 
-from ascent.app.compare import Variant, compare, mean_std, parse_vary, read_variants, results_table
+from ascent.app.compare import (
+    Comparison,
+    Plan,
+    Variant,
+    compare,
+    mean_std,
+    parse_vary,
+    read_variants,
+    results_table,
+)
 from ascent.config.loader import ConfigError
 
 TINY = [
@@ -97,17 +106,19 @@ def test_compare_runs_resumes_and_aggregates(tmp_path):
         assert cfg["data"]["split_seed"] == 0 and cfg["control"]["enabled"] is False
         assert r["accuracy_before_rl"] == results["warm_start_accuracy"]  # same weights, same held-out set
     assert "acc @ step 1" in (root / "table.md").read_text() and "accuracy_at_step_1" in results["runs"][0]
-    assert (root / "table.md").read_text().count("| advantage=") == 2
+    main_table, *_ = (root / "table.md").read_text().split("\n\n")  # then the differences to the first variant
+    assert main_table.count("| advantage=") == 2 and "too narrow to trust" in (root / "table.md").read_text()
     png = (root / "curves.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000  # a real plot, not an empty or truncated file
     page = (root / "report.html").read_text()
     data = json.loads(page.split('<script id="report-data" type="application/json">')[1].split("</script>")[0])
-    for row, agg in zip(data["table"], results["variants"]):
-        m, sd = agg["accuracy_after_rl"]["mean"], agg["accuracy_after_rl"]["std"]
-        half = 12.7062 * sd / 2**0.5  # Student t, 1 degree of freedom, 97.5%
-        assert row["accuracy"] == m and row["lo"] == pytest.approx(m - half, abs=1e-4) and row["seeds"] == 2
-        assert row["hi"] == pytest.approx(m + half, abs=1e-4)
+    for row, agg in zip(data["table"], results["variants"]):  # the page shows the bootstrap interval of results.json
+        acc = agg["accuracy_after_rl"]
+        assert row["accuracy"] == acc["mean"] and (row["lo"], row["hi"]) == (acc["lo"], acc["hi"]) and row["seeds"] == 2
+        assert acc["lo"] <= acc["mean"] <= acc["hi"] and row["interval"] == "bootstrap"
+    assert set(results["variants"][1]["vs_first"]) == {"accuracy_after_rl", "pass@1_after_rl", "pass@2_after_rl"}
     assert [p["k"] for p in data["passk"]] == [[1, 2], [1, 2]] and data["steps"][0]["x"] == [0, 1, 2]
+    assert (root / "pass_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data["runs"]) == 4 and all((root / link["href"]).exists() for link in data["runs"])
     # a killed comparison: one run lost its summary (as if killed mid-run); rerunning redoes only that run
     victim = root / "runs" / "advantage=rloo__seed1"
@@ -119,3 +130,62 @@ def test_compare_runs_resumes_and_aggregates(tmp_path):
     assert json.loads((root / "results.json").read_text())["runs"] == again["runs"]
     with pytest.raises(ConfigError, match="different comparison"):
         compare("default", TINY, ["algorithm.advantage=grpo,dr_grpo"], None, 2, "c", 2, str(tmp_path))
+
+
+def fake_comparison(root, seeds=(0, 1, 2, 3, 4)):
+    """Three variants x 5 seeds of hand-written summaries: `better` beats `base` by 0.04 at every seed (give or take
+    0.01), `same` is `base` plus noise symmetric about 0; the seed moves all three alike (same data order)."""
+    seed_effect = [0.30, 0.45, 0.38, 0.52, 0.41]
+    shift = {"base": [0.0] * 5, "better": [0.05, 0.035, 0.04, 0.045, 0.03], "same": [0.02, -0.02, 0.01, -0.01, 0.0]}
+    plan = Plan("default", [], [Variant(n, ()) for n in shift], list(seeds), 0)
+    for name, d in shift.items():
+        for i, seed in enumerate(seeds):
+            acc = seed_effect[i] + d[i]
+            summary = {"seed": seed, "steps": 10, "accuracy_before_rl": 0.2, "accuracy_after_rl": acc}
+            summary |= {"pass@1_after_rl": acc - 0.05, "pass@4_after_rl": acc + 0.1, "pass@16_after_rl": acc + 0.2}
+            summary |= {"seconds_per_rl_step": 0.5, "peak_rss_mb": 900.0}
+            run = root / "runs" / f"{name}__seed{seed}"
+            run.mkdir(parents=True)
+            (run / "summary.json").write_text(json.dumps(summary))
+    return Comparison(plan, root, log=lambda _: None)
+
+
+def test_report_marks_significant_differences_to_the_first_variant(tmp_path):
+    results = fake_comparison(tmp_path).report()
+    base, better, same = results["variants"]
+    assert "vs_first" not in base and results["bootstrap"] == {"resamples": 10_000, "level": 0.95, "seed": 0}
+    keys = ["accuracy_after_rl", "pass@1_after_rl", "pass@4_after_rl", "pass@16_after_rl"]
+    for k in keys:
+        assert base[k]["lo"] < base[k]["mean"] < base[k]["hi"]
+        assert better["vs_first"][k]["significant"] and better["vs_first"][k]["paired"]
+        assert better["vs_first"][k]["diff"] == pytest.approx(0.04) and better["vs_first"][k]["lo"] > 0
+        assert not same["vs_first"][k]["significant"] and same["vs_first"][k]["lo"] < 0 < same["vs_first"][k]["hi"]
+    assert "seconds_per_rl_step" not in better["vs_first"] and "lo" not in better["seconds_per_rl_step"]
+    table = (tmp_path / "table.md").read_text()
+    rows = {line.split(" | ")[0][2:]: line for line in table.splitlines() if line.startswith("| ")}
+    d = better["vs_first"]["accuracy_after_rl"]
+    assert f"| +{d['diff']:.3f} [+{d['lo']:.3f}, +{d['hi']:.3f}] * |" in rows["better"]
+    assert rows["better"].count(" *") == 4 and " *" not in rows["same"] and " *" not in rows["base"]
+    assert "| variant | greedy acc | pass@1 | pass@4 | pass@16 |" in table and "paired by seed" in table
+    assert f"| {base['pass@4_after_rl']['mean']:.3f} [{base['pass@4_after_rl']['lo']:.3f}," in rows["base"]
+    assert "too narrow" not in table  # 5 seeds
+    assert (tmp_path / "pass_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (tmp_path / "report.html").read_text()
+    data = json.loads(page.split('<script id="report-data" type="application/json">')[1].split("</script>")[0])
+    assert data["passk"][1]["k"] == [1, 4, 16] and data["passk"][1]["lo"][1] == better["pass@4_after_rl"]["lo"]
+    assert data["table"][1]["vs_first"]["significant"] and not data["table"][2]["vs_first"]["significant"]
+    again = fake_comparison(tmp_path / "again").report()  # seeded resampling: the same table every time
+    assert again["variants"] == results["variants"]
+
+
+def test_unmatched_seeds_fall_back_to_an_unpaired_difference(tmp_path):
+    comparison = fake_comparison(tmp_path)
+    runs = [json.loads(p.read_text()) | {"variant": p.parent.name.split("__")[0]} for p in tmp_path.glob("runs/*/*")]
+    for r in runs:
+        r["seed"] += 10 * (r["variant"] == "better")  # as if `better` ran other seeds
+    from ascent.app.compare import aggregate_runs
+
+    aggs = aggregate_runs(runs, [v.name for v in comparison.plan.variants])
+    d = aggs[1]["vs_first"]["accuracy_after_rl"]
+    assert not d["paired"] and not d["significant"]  # the seeds' spread (0.30 .. 0.52) hides a 0.04 shift
+    assert "unpaired (other seeds than base): better." in results_table(aggs, None)

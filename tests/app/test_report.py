@@ -171,3 +171,24 @@ def test_comparison_report_in_a_real_browser(runs, tmp_path):
         assert page.inner_text("h1") == "ascent run: single"
         browser.close()
         assert errors == []
+
+
+def test_comparison_report_shows_bootstrap_intervals_and_significance(tmp_path):
+    sync_playwright = browser_or_skip()
+    from tests.app.test_compare import fake_comparison
+
+    results = fake_comparison(tmp_path).report()
+    with sync_playwright() as p:
+        browser, page, errors = open_report(p, tmp_path / "report.html")
+        rows = page.locator("#compare-table tbody tr")
+        better = results["variants"][1]
+        acc, d = better["accuracy_after_rl"], better["vs_first"]["accuracy_after_rl"]
+        cells = rows.nth(1).locator("td").all_inner_texts()
+        assert cells[3] == f"[{acc['lo']:.3f}, {acc['hi']:.3f}]"
+        assert cells[4] == f"+{d['diff']:.3f} [+{d['lo']:.3f}, +{d['hi']:.3f}] *"
+        assert not rows.nth(2).locator("td").all_inner_texts()[4].endswith("*")
+        assert "percentile bootstrap" in page.inner_text("#method")
+        assert page.locator("#passk .scatterlayer .trace").count() == 3
+        assert page.locator("#passk .errorbar").count() == 3 * 3  # an interval at each k of each variant
+        browser.close()
+        assert errors == []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+from math import comb
+
 import pytest
 import torch
 
@@ -49,3 +52,32 @@ def test_strict_lenient_length_and_pass_k_rows(tiny_policy):
     assert ok.shape == (4, 2)  # pass@k on the first pass_k_rows rows only
     assert set(out) >= {"accuracy", "accuracy_lenient", "completion_len", "pass@1", "pass@2"}
     assert "accuracy_lenient" not in Evaluator(rows, encoder, engine, RewardRunner(["exact_answer"]), settings)(policy)
+
+
+def test_pass_at_several_k_from_one_sampling_match_a_subset_enumeration():
+    """pass@k for k in 1, 4, 16 from the same 16 samples per row: each equals the fraction of k-subsets of the row's
+    samples holding a correct one (the definition the unbiased estimator computes in closed form)."""
+    n = 16
+    verdicts = torch.zeros(4, n, dtype=torch.bool)  # (P, n) rows with 0, 1, 5 and 16 correct samples
+    verdicts[1, 3] = True
+    verdicts[2, [0, 2, 7, 9, 15]] = True
+    verdicts[3] = True
+    ev = Evaluator([], None, None, None, None)
+    ev.judge = lambda *a, **k: (torch.ones(4, 1, dtype=torch.bool), None, 3.0, [])  # greedy: all right
+    ev.correct = lambda policy, m, temperature, generator, rows: (verdicts[:, :m], [])
+    out = ev(None, pass_k=n)
+    assert set(out) == {"accuracy", "completion_len", "pass@1", "pass@4", "pass@16"}
+
+    def enumerated(k: int) -> float:
+        per_row = []
+        for row in verdicts.tolist():
+            subsets = list(itertools.combinations(row, k))
+            per_row.append(sum(any(s) for s in subsets) / len(subsets))
+        return sum(per_row) / len(per_row)
+
+    assert out["pass@1"] == pytest.approx((0 + 1 / 16 + 5 / 16 + 1) / 4)
+    assert out["pass@4"] == pytest.approx(enumerated(4))
+    assert out["pass@4"] == pytest.approx((0 + 4 / 16 + (1 - comb(11, 4) / comb(16, 4)) + 1) / 4)  # 1 - 330/1820
+    assert out["pass@16"] == pytest.approx(0.75)  # any correct among all 16
+    assert out["pass@1"] < out["pass@4"] < out["pass@16"]
+    assert set(ev(None, pass_k=8)) >= {"pass@1", "pass@4", "pass@8"} and "pass@16" not in ev(None, pass_k=8)
