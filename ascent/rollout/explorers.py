@@ -13,13 +13,15 @@ policy did not sample (a forced prefix) get `completion_mask` 0 so they never en
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
 
 import torch
 
-from ascent.data.samplers import Draw
+from ascent.data.samplers import Draw, draw_rng
 from ascent.registry import Registry
+from ascent.rollout.batch import concat_batches
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 
 EXPLORERS: Registry = Registry("explorer")
@@ -83,3 +85,658 @@ class PlainExplorer(Explorer):
 
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         return collect_plain(self.collector, draw, generator)
+
+
+# What the explorers below share: bounded per-row trace stores, groups sampled from prompt + forced prefix.
+
+
+@dataclass
+class Trace:
+    """A completion kept for later rounds (token ids after the prompt)."""
+
+    tokens: list[int]
+    """The completion's token ids."""
+    logprobs: Optional[list[float]] = None
+    """Sampling-time log-prob of each token (kept by `replay`, whose tokens re-enter the loss)."""
+    reward: float = 0.0
+    """The reward it earned."""
+    finished: bool = True
+    """It ended with EOS."""
+    priority: float = 0.0
+    """How informative its group was (`exit`: the group's reward variance)."""
+
+
+class TraceStore:
+    """Traces per training row, bounded: at most `per_row` a row (beyond it the oldest leaves, or with
+    `by_priority` the lowest priority, oldest first) and `max_rows` rows (beyond it the row stored to longest
+    ago leaves). A token sequence already kept for a row is not added again."""
+
+    def __init__(self, per_row: int, max_rows: int, by_priority: bool = False) -> None:
+        self.per_row, self.max_rows, self.by_priority = per_row, max_rows, by_priority
+        self.rows: OrderedDict[int, list[Trace]] = OrderedDict()
+
+    def add(self, row: int, trace: Trace) -> bool:
+        """Keep `trace` for `row`; False when it was already there."""
+        kept = self.rows.get(row, [])
+        if any(t.tokens == trace.tokens for t in kept):
+            return False
+        kept.append(trace)
+        if len(kept) > self.per_row:
+            drop = min(range(len(kept)), key=lambda i: kept[i].priority) if self.by_priority else 0
+            kept.pop(drop)
+        self.rows[row] = kept
+        self.rows.move_to_end(row)
+        while len(self.rows) > self.max_rows:
+            self.rows.popitem(last=False)
+        return True
+
+    def get(self, row: int) -> list[Trace]:
+        return self.rows.get(row, [])
+
+    def __len__(self) -> int:
+        return sum(len(ts) for ts in self.rows.values())
+
+    def state_dict(self) -> list[list[Any]]:
+        return [[row, [asdict(t) for t in ts]] for row, ts in self.rows.items()]
+
+    def load_state_dict(self, state: list[list[Any]]) -> None:
+        self.rows = OrderedDict((int(row), [Trace(**t) for t in ts]) for row, ts in state)
+
+
+def prompt_length(ctx: ExplorerContext, batch: RolloutBatch, i: int) -> int:
+    """Prompt tokens of sequence `i` (the encoder memoises prompts)."""
+    return len(ctx.encoder(batch.prompts[i]))
+
+
+def on_policy_traces(
+    ctx: ExplorerContext, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor
+) -> list[tuple[int, int, Trace]]:
+    """(position, row, trace) of every valid sequence the policy sampled whole (no forced token), with its
+    completion, sampling log-probs and reward."""
+    if batch.row_index is None:
+        return []
+    out = []
+    for i in range(len(batch)):
+        start, end = prompt_length(ctx, batch, i), int(batch.attention_mask[i].sum())
+        if not bool(valid[i]) or end <= start or not bool((batch.completion_mask[i, start:end] > 0).all()):
+            continue
+        trace = Trace(
+            tokens=batch.input_ids[i, start:end].tolist(),
+            logprobs=batch.sampled_logprobs[i, start:end].tolist(),
+            reward=float(rewards[i]),
+            finished=bool(batch.finished[i]),
+        )
+        out.append((i, int(batch.row_index[i]), trace))
+    return out
+
+
+def prefix_of(trace: list[int], frac: float, max_new_tokens: int) -> list[int]:
+    """The first round(frac · len) tokens of `trace`, at least 1 and at most len − 1 (a prefix never holds
+    the trace's last token, its EOS if it ended) and max_new_tokens − 1 (one token is left to sample); [] when no such
+    prefix exists.
+
+    >>> prefix_of([5, 6, 7, 8], 0.5, 16), prefix_of([5, 6, 7, 8], 0.99, 16), prefix_of([5], 0.5, 16)
+    ([5, 6], [5, 6, 7], [])
+    """
+    n = min(max(1, round(frac * len(trace))), len(trace) - 1, max_new_tokens - 1)
+    return list(trace[:n]) if n >= 1 else []
+
+
+@dataclass(frozen=True)
+class Request:
+    """`n` completions of training row `row` for group `group`, each continuing the forced tokens `prefix`."""
+
+    group: int
+    row: int
+    prefix: list[int]
+    n: int
+
+
+def sample_with_prefixes(ctx: ExplorerContext, requests: list[Request], generator: torch.Generator) -> RolloutBatch:
+    """Sample every request on-policy from prompt + prefix (one engine call per distinct `n`, in order of
+    first appearance) and pack the batch in request order with `assemble_with_prefix`. A continuation is cut
+    at max_new_tokens − len(prefix) tokens (then `finished` is False), so no completion is longer than a plain
+    one."""
+    model, s = ctx.policy.model, ctx.settings
+    prompt_ids = [ctx.encoder(ctx.rows[r.row]["prompt"]) for r in requests]
+    model.eval()
+    pieces: list[Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = [None] * len(requests)
+    for n in dict.fromkeys(r.n for r in requests):
+        which = [i for i, r in enumerate(requests) if r.n == n]
+        gen = ctx.engine.generate(model, [prompt_ids[i] + requests[i].prefix for i in which], n, s, generator)
+        for k, i in enumerate(which):
+            rows = slice(k * n, (k + 1) * n)
+            budget = s.max_new_tokens - len(requests[i].prefix)
+            lengths = gen.lengths[rows].cpu().clamp(max=budget)  # (n,)
+            finished = gen.finished[rows].cpu() & (gen.lengths[rows].cpu() <= budget)
+            pieces[i] = (gen.tokens[rows].cpu(), gen.logprobs[rows].cpu().float(), lengths, finished)
+    return assemble_with_prefix(ctx, requests, prompt_ids, pieces)  # type: ignore[arg-type]
+
+
+def assemble_with_prefix(
+    ctx: ExplorerContext,
+    requests: list[Request],
+    prompt_ids: list[list[int]],
+    pieces: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]],
+) -> RolloutBatch:
+    """The right-padded batch of prompt + forced prefix + sampled continuation for each request's samples
+    (`pieces[i]`: tokens (n, L), log-probs (n, L), lengths (n,), finished (n,)). Forced tokens: in
+    `input_ids` and attention, `completion_mask` 0, `sampled_logprobs` 0; sampled tokens: mask 1 and their
+    sampling log-probs. `completions` decode prefix + continuation (what rewards see); `group_index` is the
+    request's group. Stats: `rollout/completion_tokens` counts sampled tokens, `completion_len_mean` whole
+    completions."""
+    tok = ctx.policy.tokenizer
+    seqs = []  # (request, prompt ids, completion ids, sampled log-probs, finished)
+    for i, (r, (tokens, logprobs, lengths, finished)) in enumerate(zip(requests, pieces)):
+        for j in range(r.n):
+            c = int(lengths[j])
+            seqs.append((i, prompt_ids[i], r.prefix + tokens[j, :c].tolist(), logprobs[j, :c], bool(finished[j])))
+    width = max(len(p) + len(c) for _, p, c, _, _ in seqs)
+    total = len(seqs)
+    input_ids = torch.full((total, width), tok.pad_token_id if tok.pad_token_id is not None else 0, dtype=torch.long)
+    attention = torch.zeros((total, width), dtype=torch.long)
+    comp_mask = torch.zeros((total, width), dtype=torch.float32)
+    sampled = torch.zeros((total, width), dtype=torch.float32)
+    for k, (i, p, c, lp, _) in enumerate(seqs):
+        start, forced = len(p), len(requests[i].prefix)
+        input_ids[k, : start + len(c)] = torch.tensor(p + c, dtype=torch.long)
+        attention[k, : start + len(c)] = 1
+        comp_mask[k, start + forced : start + len(c)] = 1.0
+        sampled[k, start + forced : start + len(c)] = lp
+    generated = float(comp_mask.sum())
+    lengths = [len(c) for _, _, c, _, _ in seqs]
+    finished = torch.tensor([f for *_, f in seqs], dtype=torch.bool)
+    rows = [requests[i].row for i, *_ in seqs]
+    return RolloutBatch(
+        input_ids=input_ids,
+        attention_mask=attention,
+        completion_mask=comp_mask,
+        sampled_logprobs=sampled,
+        group_index=torch.tensor([requests[i].group for i, *_ in seqs], dtype=torch.long),
+        finished=finished,
+        prompts=[ctx.rows[r]["prompt"] for r in rows],
+        completions=tok.batch_decode([c for _, _, c, _, _ in seqs], skip_special_tokens=True),
+        fields=[{k: v for k, v in ctx.rows[r].items() if k != "prompt"} for r in rows],
+        stats={
+            "rollout/completion_tokens": generated,
+            "rollout/completion_len_mean": sum(lengths) / max(total, 1),
+            "rollout/truncated_frac": float((~finished).float().mean()),
+        },
+        row_index=torch.tensor(rows, dtype=torch.long),
+    )
+
+
+def group_sizes(draw: Draw, n: int) -> list[int]:
+    return list(draw.samples) if draw.samples is not None else [n] * len(draw.indices)
+
+
+# param_noise: PSN-RLVR.
+
+
+@dataclass(frozen=True)
+class ParamNoiseParams:
+    """PSN-RLVR parameter-space noise."""
+
+    sigma: float = 0.01
+    """Noise scale: each trainable tensor W gets σ · RMS(W) · ε, ε ~ N(0, I); > 0."""
+    share: float = 1.0
+    """Fraction of a round's groups sampled by the noisy policy (the rest by the clean one); in (0, 1]."""
+    target_diversity: float = 0.0
+    """Adaptive σ: after each scored round σ is multiplied by `adapt` when the mean share of distinct
+    completions per group is below this, divided by it otherwise (0: fixed σ); in [0, 1]."""
+    adapt: float = 1.1
+    """Factor of the adaptive σ step; >= 1."""
+    sigma_min: float = 1e-4
+    """Lower bound of the adaptive σ; > 0."""
+    sigma_max: float = 0.1
+    """Upper bound of the adaptive σ; >= sigma_min."""
+
+    def __post_init__(self) -> None:
+        if not self.sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+        if not 0.0 < self.share <= 1.0:
+            raise ValueError(f"share must be in (0, 1], got {self.share}")
+        if not 0.0 <= self.target_diversity <= 1.0:
+            raise ValueError(f"target_diversity must be in [0, 1], got {self.target_diversity}")
+        if self.adapt < 1.0:
+            raise ValueError(f"adapt must be >= 1, got {self.adapt}")
+        if not 0.0 < self.sigma_min <= self.sigma_max:
+            raise ValueError(f"need 0 < sigma_min <= sigma_max, got {self.sigma_min}, {self.sigma_max}")
+
+
+def trainable_tensors(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The parameters the learner updates: the LoRA adapters under LoRA, else every float parameter
+    (`requires_grad`; a tied embedding counts once)."""
+    return [p for p in model.parameters() if p.requires_grad and p.is_floating_point()]
+
+
+@torch.no_grad()
+def perturb(params: list[torch.nn.Parameter], sigma: float, seed: int) -> list[torch.Tensor]:
+    """Add σ · RMS(W) · ε to each tensor W in place (ε from a generator seeded with `seed`, drawn in float32
+    on the tensor's device, in parameter order); returns exact copies of the weights before."""
+    saved = [p.detach().clone() for p in params]
+    for k, p in enumerate(params):
+        g = torch.Generator(device=p.device).manual_seed(seed * 100_003 + k)
+        rms = p.float().pow(2).mean().sqrt()
+        eps = torch.randn(p.shape, generator=g, device=p.device, dtype=torch.float32)
+        p.add_((sigma * rms * eps).to(p.dtype))
+    return saved
+
+
+@torch.no_grad()
+def restore(params: list[torch.nn.Parameter], saved: list[torch.Tensor]) -> None:
+    """Put back the weights `perturb` saved, bit for bit."""
+    for p, s in zip(params, saved):
+        p.copy_(s)
+
+
+def distinct_share(batch: RolloutBatch) -> float:
+    """Mean over groups of (distinct completion texts / group size)."""
+    groups: dict[int, list[str]] = {}
+    for g, c in zip(batch.group_index.tolist(), batch.completions):
+        groups.setdefault(g, []).append(c)
+    return sum(len(set(cs)) / len(cs) for cs in groups.values()) / max(len(groups), 1)
+
+
+@EXPLORERS.register("param_noise", params=ParamNoiseParams)
+class ParamNoiseExplorer(Explorer):
+    """Parameter-space noise (PSN-RLVR, Bai et al. 2026, arXiv:2602.02555): before a round, every trainable
+    tensor W (LoRA adapters under LoRA, else all float weights) becomes W + σ · RMS(W) · ε, ε ~ N(0, I); the
+    round's groups are sampled by this perturbed policy, then the exact weights are put back (a saved copy,
+    bit for bit). The noise is fixed for the whole round, so a trajectory is explored consistently rather than
+    token by token. The batch's `sampled_logprobs` are the noisy policy's: pair with truncated importance
+    sampling, `algorithm.tis_cap` (the paper does), which weights each token by min(π_learner/π_noisy, C).
+    The explorer cannot see the algorithm config; it documents the pairing and does not enforce it.
+
+    Choices the paper leaves open or that differ: the per-tensor RMS scale (σ is relative); the noise seed is
+    (run seed, round count), so a resumed run draws the same noise; `share` < 1 samples a seeded random
+    subset of groups noisy and the rest clean (noisy groups first in the batch). The paper's adaptive scheduler
+    (a surrogate of semantic diversity and normalised self-certainty) is replaced by a simple rule: with
+    `target_diversity` > 0, σ ← σ · adapt when the share of distinct completions per group is below the
+    target, σ ← σ / adapt otherwise, within [sigma_min, sigma_max]. A tensor that is all zero (LoRA's B at
+    initialisation) gets no noise. Memory: one copy of the trainable weights while sampling.
+    Logged: `explore/noise_sigma`, `explore/noisy_groups`, `explore/diversity`.
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: ParamNoiseParams = ParamNoiseParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.sigma, self.rounds = params.sigma, 0
+        self.last = {"noise_sigma": params.sigma, "noisy_groups": 0.0, "diversity": float("nan")}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        rng = draw_rng("param_noise", self.ctx.seed, self.rounds)
+        noise_seed = rng.randrange(2**31)
+        self.rounds += 1
+        groups = len(draw.indices)
+        k = groups if self.params.share >= 1.0 else round(self.params.share * groups)
+        noisy = sorted(rng.sample(range(groups), k))
+        self.last.update(noise_sigma=self.sigma, noisy_groups=float(k))
+        params = trainable_tensors(self.ctx.policy.model)
+        saved = perturb(params, self.sigma, noise_seed)
+        try:
+            batch = collect_plain(self.ctx.collector, subdraw(draw, noisy), generator) if k else None
+        finally:
+            restore(params, saved)
+        clean = [g for g in range(groups) if g not in set(noisy)]
+        rest = collect_plain(self.ctx.collector, subdraw(draw, clean), generator) if clean else None
+        parts = [b for b in (batch, rest) if b is not None]
+        return parts[0] if len(parts) == 1 else concat_batches(parts)
+
+    def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
+        self.last["diversity"] = distinct_share(batch)
+        p = self.params
+        if p.target_diversity > 0:
+            step = p.adapt if self.last["diversity"] < p.target_diversity else 1.0 / p.adapt
+            self.sigma = min(max(self.sigma * step, p.sigma_min), p.sigma_max)
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": float(v) for k, v in self.last.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sigma": self.sigma, "rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.sigma, self.rounds, self.last = state["sigma"], state["rounds"], dict(state["last"])
+
+
+def subdraw(draw: Draw, groups: list[int]) -> Draw:
+    """The draw restricted to positions `groups`."""
+    samples = None if draw.samples is None else [draw.samples[g] for g in groups]
+    return Draw([draw.indices[g] for g in groups], samples)
+
+
+# prefix: PrefixRL.
+
+
+def check_store(per_row: int, max_rows: int) -> None:
+    if per_row < 1:
+        raise ValueError(f"max_per_row must be >= 1, got {per_row}")
+    if max_rows < 1:
+        raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+
+
+def check_fracs(lo: float, hi: float) -> None:
+    if not 0.0 < lo <= hi < 1.0:
+        raise ValueError(f"need 0 < min_frac <= max_frac < 1, got {lo}, {hi}")
+
+
+@dataclass(frozen=True)
+class PrefixParams:
+    """PrefixRL: condition part of a group on a prefix of a successful trace."""
+
+    share: float = 0.5
+    """Fraction of a group's samples that continue a prefix (at least one when > 0); in [0, 1]."""
+    min_frac: float = 0.25
+    """Shortest prefix, as a fraction of the trace's tokens; in (0, max_frac]."""
+    max_frac: float = 0.75
+    """Longest prefix, as a fraction of the trace's tokens; in [min_frac, 1)."""
+    threshold: float = 1.0
+    """A sample is a success (its completion is kept) when its reward is >= this."""
+    field: str = "solution"
+    """Row field holding a reference solution text, also used as a trace (rows without it: none; "": off)."""
+    max_per_row: int = 4
+    """Successful completions kept per row (the oldest leaves first); >= 1."""
+    max_rows: int = 10_000
+    """Rows with kept completions (the row stored to longest ago leaves first); >= 1."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"share must be in [0, 1], got {self.share}")
+        check_fracs(self.min_frac, self.max_frac)
+        check_store(self.max_per_row, self.max_rows)
+
+
+@EXPLORERS.register("prefix", params=PrefixParams)
+class PrefixExplorer(Explorer):
+    """PrefixRL (Setlur et al. 2026, arXiv:2601.18795, "Reuse your FLOPs: Scaling RL on Hard Problems by
+    Conditioning on Very Off-Policy Prefixes"): rollouts are conditioned on a prefix of a successful
+    off-policy trace and completed on-policy; the loss sees only the on-policy continuation. For a drawn row
+    with a trace (its reference solution, row field `field`, or a completion of its that earned reward >=
+    `threshold` in an earlier round), k = max(1, round(share · n)) of its n samples continue the first
+    round(f · len) tokens of one trace, f ~ U[min_frac, max_frac]; the other n − k are sampled from the prompt.
+    Forced tokens have `completion_mask` 0 and `sampled_logprobs` 0; rewards see prefix + continuation.
+    Prefixed and plain samples of a prompt share one group (the GRPO baseline mixes them).
+
+    Choices the paper leaves open or that differ: the paper builds prefixed problems offline from rejection
+    sampling with the base model; here the traces are the policy's own earlier successes, collected online
+    (only samples without forced tokens are kept, so a prefix never feeds on itself), plus reference solutions.
+    One trace and one f per group (the k prefixed samples share them, and the prompt + prefix prefill); the
+    trace uniformly among the row's, f and the trace from an RNG seeded by (run seed, round count), so resume
+    is exact. A continuation is cut at max_new_tokens − len(prefix) tokens. A round where no drawn row has a
+    trace is exactly the `plain` explorer's. Logged: `explore/prefixed_groups`, `explore/prefixed_samples`,
+    `explore/forced_frac` (forced share of the prefixed completions' tokens), `explore/stored`.
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: PrefixParams = PrefixParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.store = TraceStore(params.max_per_row, params.max_rows)
+        self.rounds = 0
+        self.last: dict[str, float] = {}
+
+    def traces(self, row: int) -> list[list[int]]:
+        """The row's reference solution (tokenised) then its kept successes."""
+        out = []
+        text = self.ctx.rows[row].get(self.params.field) if self.params.field else None
+        if isinstance(text, str) and text:
+            out.append(list(self.ctx.policy.tokenizer(text, add_special_tokens=False)["input_ids"]))
+        return out + [t.tokens for t in self.store.get(row)]
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        rng = draw_rng("prefix", self.ctx.seed, self.rounds)
+        self.rounds += 1
+        p, requests = self.params, []
+        for g, (row, n) in enumerate(zip(draw.indices, group_sizes(draw, self.ctx.samples_per_prompt))):
+            traces = self.traces(row)
+            k = min(n, max(1, round(p.share * n))) if traces and p.share > 0 else 0
+            prefix = []
+            if k:
+                trace = traces[rng.randrange(len(traces))]
+                prefix = prefix_of(trace, rng.uniform(p.min_frac, p.max_frac), self.ctx.settings.max_new_tokens)
+            k = k if prefix else 0
+            requests += [Request(g, row, [], n - k)] if n > k else []
+            requests += [Request(g, row, prefix, k)] if k else []
+        return self.finish(requests, draw, generator)
+
+    def finish(self, requests: list[Request], draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        """The round's batch (the plain collector's when no request has a prefix) and its metrics."""
+        forced = [r for r in requests if r.prefix]
+        self.last = {"prefixed_groups": float(len({r.group for r in forced})), "stored": float(len(self.store))}
+        self.last["prefixed_samples"] = float(sum(r.n for r in forced))
+        if not forced:
+            self.last["forced_frac"] = 0.0
+            return collect_plain(self.ctx.collector, draw, generator)
+        batch = sample_with_prefixes(self.ctx, requests, generator)
+        lengths = batch.attention_mask.sum(-1) - torch.tensor([len(self.ctx.encoder(q)) for q in batch.prompts])
+        prefixed = lengths > batch.completion_mask.sum(-1)  # (N,) rows with forced tokens
+        sampled = batch.completion_mask.sum(-1)[prefixed].sum()
+        self.last["forced_frac"] = float(1.0 - sampled / lengths[prefixed].sum().clamp(min=1))
+        return batch
+
+    def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
+        for _, row, trace in on_policy_traces(self.ctx, batch, rewards, valid):
+            if trace.reward >= self.params.threshold:
+                self.store.add(row, Trace(trace.tokens, reward=trace.reward, finished=trace.finished))
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": v for k, v in self.last.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.store.load_state_dict(state["store"])
+            self.rounds, self.last = state["rounds"], dict(state["last"])
+
+
+# exit: ExIt exploratory iteration.
+
+
+@dataclass(frozen=True)
+class ExitParams:
+    """ExIt: restart groups from partial histories of informative earlier groups."""
+
+    share: float = 0.25
+    """Chance that a drawn row with kept histories gets a group restarted from one; in [0, 1]."""
+    min_frac: float = 0.25
+    """Shortest partial history, as a fraction of the completion's tokens; in (0, max_frac]."""
+    max_frac: float = 0.75
+    """Longest partial history, as a fraction of the completion's tokens; in [min_frac, 1)."""
+    max_per_row: int = 8
+    """Completions kept per row (the lowest return variance leaves first); >= 1."""
+    max_rows: int = 10_000
+    """Rows with kept completions (the row stored to longest ago leaves first); >= 1."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share <= 1.0:
+            raise ValueError(f"share must be in [0, 1], got {self.share}")
+        check_fracs(self.min_frac, self.max_frac)
+        check_store(self.max_per_row, self.max_rows)
+
+
+def group_variances(batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> dict[int, float]:
+    """Population variance of each group's valid rewards, {group: variance} (groups with a valid sample)."""
+    out = {}
+    for g in batch.group_index.unique().tolist():
+        xs = rewards[(batch.group_index == g) & valid]
+        if len(xs):
+            out[int(g)] = float(xs.double().var(unbiased=False))
+    return out
+
+
+@EXPLORERS.register("exit", params=ExitParams)
+class ExitExplorer(Explorer):
+    """Exploratory Iteration (ExIt, Jiang, Lupu & Bachrach 2025, arXiv:2509.04575, "Bootstrapping Task Spaces
+    for Self-Improvement"): the most informative partial histories the policy produced become new tasks to
+    continue from, chosen by the return variance of the group they came from. Here: after each round, every
+    fully sampled, valid completion of a group whose valid rewards vary (variance > 0: mixed outcomes) is kept
+    for its row with priority = that variance. At collection, a drawn row with kept completions gets, with
+    probability `share`, a whole group that starts from prompt + the first round(f · len) tokens of one of them
+    (f ~ U[min_frac, max_frac], forced: `completion_mask` 0) and is continued on-policy (loss on the
+    continuation only), through the same machinery as `prefix`.
+
+    Choices the paper leaves open or that differ: ExIt's tasks are multi-turn self-improvement steps (revise
+    the previous answer); this single-turn form restarts mid-completion instead. The completion is chosen with
+    probability proportional to its priority (ExIt prioritises by variance); priorities are not re-scored by
+    the groups later started from them; the store keeps the `max_per_row` highest. RNG seeded by (run seed,
+    round count). Logged: `explore/restarted_groups`, `explore/stored`.
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: ExitParams = ExitParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.store = TraceStore(params.max_per_row, params.max_rows, by_priority=True)
+        self.rounds = 0
+        self.last: dict[str, float] = {}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        rng = draw_rng("exit", self.ctx.seed, self.rounds)
+        self.rounds += 1
+        p, requests = self.params, []
+        for g, (row, n) in enumerate(zip(draw.indices, group_sizes(draw, self.ctx.samples_per_prompt))):
+            kept, prefix = self.store.get(row), []
+            if kept and rng.random() < p.share:
+                trace = rng.choices(kept, weights=[t.priority for t in kept])[0]
+                prefix = prefix_of(trace.tokens, rng.uniform(p.min_frac, p.max_frac), self.ctx.settings.max_new_tokens)
+            requests.append(Request(g, row, prefix, n))
+        restarted = [r for r in requests if r.prefix]
+        self.last = {"restarted_groups": float(len(restarted)), "stored": float(len(self.store))}
+        if not restarted:
+            return collect_plain(self.ctx.collector, draw, generator)
+        return sample_with_prefixes(self.ctx, requests, generator)
+
+    def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
+        variance = group_variances(batch, rewards, valid)
+        for i, row, trace in on_policy_traces(self.ctx, batch, rewards, valid):
+            v = variance.get(int(batch.group_index[i]), 0.0)
+            if v > 0:
+                self.store.add(row, Trace(trace.tokens, reward=trace.reward, finished=trace.finished, priority=v))
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": v for k, v in self.last.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.store.load_state_dict(state["store"])
+            self.rounds, self.last = state["rounds"], dict(state["last"])
+
+
+# replay: a per-row buffer of successes swapped into all-failed groups.
+
+
+@dataclass(frozen=True)
+class ReplayParams:
+    """Success replay into all-failed groups."""
+
+    threshold: float = 1.0
+    """A sample is a success when its reward is >= this; a group without one is all-failed."""
+    max_per_row: int = 2
+    """Successes kept per row (the oldest leaves first); >= 1."""
+    max_rows: int = 10_000
+    """Rows with kept successes (the row stored to longest ago leaves first); >= 1."""
+
+    def __post_init__(self) -> None:
+        check_store(self.max_per_row, self.max_rows)
+
+
+def widen(batch: RolloutBatch, width: int, pad_id: int) -> None:
+    """Right-pad the batch's token tensors to `width` columns, in place (no token-aligned extras allowed)."""
+    extra = width - batch.input_ids.shape[1]
+    if extra <= 0:
+        return
+    if batch.extras:
+        raise ValueError(f"replay: cannot widen a batch that carries extras ({sorted(batch.extras)})")
+    pad = torch.nn.functional.pad
+    batch.input_ids = pad(batch.input_ids, (0, extra), value=pad_id)
+    batch.attention_mask = pad(batch.attention_mask, (0, extra))
+    batch.completion_mask = pad(batch.completion_mask, (0, extra))
+    batch.sampled_logprobs = pad(batch.sampled_logprobs, (0, extra))
+
+
+def put_trace(ctx: ExplorerContext, batch: RolloutBatch, i: int, trace: Trace) -> None:
+    """Sequence `i` of `batch` becomes prompt + `trace`, in place: its tokens count as sampled (mask 1) with the
+    log-probs recorded when they were sampled."""
+    tok = ctx.policy.tokenizer
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+    start, c = prompt_length(ctx, batch, i), len(trace.tokens)
+    widen(batch, start + c, pad_id)
+    batch.input_ids[i, start:] = pad_id
+    batch.input_ids[i, start : start + c] = torch.tensor(trace.tokens, dtype=torch.long)
+    batch.attention_mask[i] = 0
+    batch.attention_mask[i, : start + c] = 1
+    batch.completion_mask[i] = 0.0
+    batch.completion_mask[i, start : start + c] = 1.0
+    batch.sampled_logprobs[i] = 0.0
+    batch.sampled_logprobs[i, start : start + c] = torch.tensor(trace.logprobs or [0.0] * c, dtype=torch.float32)
+    batch.finished = batch.finished.clone()  # the engine's may be an inference tensor
+    batch.finished[i] = trace.finished
+    batch.completions[i] = tok.decode(trace.tokens, skip_special_tokens=True)
+
+
+@EXPLORERS.register("replay", params=ReplayParams)
+class ReplayExplorer(Explorer):
+    """Success replay (RAPO's replay buffer, Fathom-DeepResearch, Singh et al. 2025, arXiv:2509.24107; experience
+    reuse with an importance correction as in Experience-Augmented Policy Optimization, "EAPO-experience", Lu et
+    al. 2026, arXiv:2606.30420): keep each row's most recent successful trajectories (reward >= `threshold`)
+    with the log-probs recorded when they were sampled; when a drawn prompt's fresh group has no success, one
+    of its samples (seeded random pick) is replaced by one of the row's kept successes (seeded random pick),
+    its reward copied with it. The replayed tokens enter the loss as sampled tokens (`completion_mask` 1) with
+    their recorded log-probs as `sampled_logprobs`, so truncated importance sampling (`algorithm.tis_cap`, pair
+    them) corrects for the policy having moved since.
+
+    How it is wired, and what differs: whether a fresh group failed is known only once it is scored, so the swap
+    happens in `observe` (called after scoring, before the group filter and the advantages) and edits the round's
+    batch and its `rewards` / `valid` tensors in place; the reward components and the `reward/` stats of the
+    round keep the replaced sample's values (the explorer does not see them): do not pair with estimators that
+    read `components`. The prompt sampler observed the fresh group before the swap. EAPO-experience injects a
+    prior policy's actions at critical decision points within a rollout; that is not implemented, only
+    whole-trajectory replay. RNG seeded by (run seed, round count). Logged: `explore/replayed`, `explore/stored`.
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: ReplayParams = ReplayParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.store = TraceStore(params.max_per_row, params.max_rows)
+        self.rounds = 0
+        self.last = {"replayed": 0.0, "stored": 0.0}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        return collect_plain(self.ctx.collector, draw, generator)
+
+    def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
+        fresh = on_policy_traces(self.ctx, batch, rewards, valid)
+        replaced = self.replay(batch, rewards, valid) if batch.row_index is not None else set()
+        for i, row, trace in fresh:
+            if i not in replaced and trace.reward >= self.params.threshold:
+                self.store.add(row, trace)
+        self.last = {"replayed": float(len(replaced)), "stored": float(len(self.store))}
+
+    def replay(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> set[int]:
+        """Swap a kept success into each all-failed group; returns the positions replaced."""
+        rng = draw_rng("replay", self.ctx.seed, self.rounds)
+        self.rounds += 1
+        success = valid & (rewards >= self.params.threshold)  # (N,)
+        replaced = set()
+        for g in batch.group_index.unique().tolist():
+            members = (batch.group_index == g).nonzero().squeeze(-1).tolist()
+            kept = self.store.get(int(batch.row_index[members[0]]))  # type: ignore[index]
+            if not kept or bool(success[members].any()):
+                continue
+            i, trace = members[rng.randrange(len(members))], kept[rng.randrange(len(kept))]
+            put_trace(self.ctx, batch, i, trace)
+            rewards[i], valid[i] = trace.reward, True
+            replaced.add(i)
+        return replaced
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": v for k, v in self.last.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.store.load_state_dict(state["store"])
+            self.rounds, self.last = state["rounds"], dict(state["last"])

@@ -58,7 +58,7 @@ def rl_lines(run_dir):
         ["algorithm.loss=a_star_po(k=2)"],
         ["data.sampler=pass_rate", "data.num_train=6"],
         ["data.sampler=coba", "data.num_train=6"],
-        ["rollout.explorer=prefix"],
+        ["rollout.explorer=prefix(threshold=0)", "data.num_train=6"],
         ["rollout.explorer=param_noise", "algorithm.tis_cap=2"],
     ],
     ids=[
