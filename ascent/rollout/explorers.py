@@ -14,7 +14,7 @@ policy did not sample (a forced prefix) get `completion_mask` 0 so they never en
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Optional
 
 import torch
@@ -190,20 +190,24 @@ class Request:
     row: int
     prefix: list[int]
     n: int
+    temperature: Optional[float] = None
+    """Sample this request at another temperature (None: the run's); its `sampled_logprobs` are then that
+    distribution's log-probs, which the learner's truncated importance weight corrects for."""
 
 
 def sample_with_prefixes(ctx: ExplorerContext, requests: list[Request], generator: torch.Generator) -> RolloutBatch:
-    """Sample every request on-policy from prompt + prefix (one engine call per distinct `n`, in order of
-    first appearance) and pack the batch in request order with `assemble_with_prefix`. A continuation is cut
+    """Sample every request on-policy from prompt + prefix (one engine call per distinct `n` and temperature, in
+    order of first appearance) and pack the batch in request order with `assemble_with_prefix`. A continuation is cut
     at max_new_tokens − len(prefix) tokens (then `finished` is False), so no completion is longer than a plain
     one."""
     model, s = ctx.policy.model, ctx.settings
     prompt_ids = [ctx.encoder(ctx.rows[r.row]["prompt"]) for r in requests]
     model.eval()
     pieces: list[Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = [None] * len(requests)
-    for n in dict.fromkeys(r.n for r in requests):
-        which = [i for i, r in enumerate(requests) if r.n == n]
-        gen = ctx.engine.generate(model, [prompt_ids[i] + requests[i].prefix for i in which], n, s, generator)
+    for n, temp in dict.fromkeys((r.n, r.temperature) for r in requests):
+        which = [i for i, r in enumerate(requests) if (r.n, r.temperature) == (n, temp)]
+        settings = s if temp is None else replace(s, temperature=temp)
+        gen = ctx.engine.generate(model, [prompt_ids[i] + requests[i].prefix for i in which], n, settings, generator)
         for k, i in enumerate(which):
             rows = slice(k * n, (k + 1) * n)
             budget = s.max_new_tokens - len(requests[i].prefix)
@@ -740,3 +744,57 @@ class ReplayExplorer(Explorer):
         if state:
             self.store.load_state_dict(state["store"])
             self.rounds, self.last = state["rounds"], dict(state["last"])
+
+
+# probe: REX-RAG's exploratory probe sampling with a policy correction.
+
+
+@dataclass(frozen=True)
+class ProbeParams:
+    """REX-RAG probe rollouts."""
+
+    share: float = 0.25
+    """Share of each group sampled by the probe distribution: k = max(1, round(share · n)) samples (0: off)."""
+    temperature: float = 1.5
+    """The probe's sampling temperature (> the run's: flatter, more exploratory)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.share <= 1:
+            raise ValueError(f"share must be in [0, 1], got {self.share}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+
+
+@EXPLORERS.register("probe", params=ProbeParams)
+class ProbeExplorer(Explorer):
+    """REX-RAG mixed sampling (Jiang et al. 2025, arXiv:2508.08149): part of each group comes from an
+    exploratory probe distribution, the rest from the policy, and an importance weight removes the probe's
+    distribution-shift bias. Here the probe is the policy at a higher temperature T_probe (`temperature`): k of
+    the n samples of every group are drawn from softmax(z / T_probe), and their `sampled_logprobs` are that
+    distribution's, so the learner's truncated importance weight min(pi_theta / pi_probe, C)
+    (`algorithm.tis_cap`, pair them) is the policy correction. Probe and policy samples share one group and
+    one baseline.
+
+    Choices the abstract leaves open: REX-RAG's probes are rollouts re-prompted with an exploratory hint after
+    a dead end in retrieval; on single-turn tasks there is no dead end to detect, so every group gets its k
+    probe samples, and the probe changes the temperature rather than the prompt (the importance weight then
+    needs no second forward). Logged: `explore/probe_samples`.
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: ProbeParams = ProbeParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.last: dict[str, float] = {}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        p, requests = self.params, []
+        for g, (row, n) in enumerate(zip(draw.indices, group_sizes(draw, self.ctx.samples_per_prompt))):
+            k = min(n, max(1, round(p.share * n))) if p.share > 0 else 0
+            requests += [Request(g, row, [], n - k)] if n > k else []
+            requests += [Request(g, row, [], k, temperature=p.temperature)] if k else []
+        self.last = {"probe_samples": float(sum(r.n for r in requests if r.temperature is not None))}
+        if not self.last["probe_samples"]:
+            return collect_plain(self.ctx.collector, draw, generator)
+        return sample_with_prefixes(self.ctx, requests, generator)
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": v for k, v in self.last.items()}

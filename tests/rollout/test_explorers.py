@@ -257,3 +257,34 @@ def test_state_dict_round_trip_reproduces_the_next_batch(tiny_policy, tokenizer,
     used = {"prefix": "explore/prefixed_groups", "exit": "explore/restarted_groups", "replay": "explore/replayed"}
     if name in used:  # the round exercised the explorer's own path, not only the plain one
         assert resumed.metrics()[used[name]] > 0
+
+
+def recomputed_logprobs(policy, batch, temperature) -> torch.Tensor:
+    """(N, T) log-probs of each token under softmax(logits / temperature) of `policy`, by a plain forward."""
+    with torch.no_grad():
+        logits = policy.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits  # (N, T, V)
+    lp = torch.log_softmax(logits[:, :-1].float() / temperature, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    return torch.nn.functional.pad(lp, (1, 0))  # (N, T), aligned with input_ids
+
+
+def test_probe_samples_part_of_each_group_hotter_and_records_that_distribution(tiny_policy, tokenizer):
+    ctx = context(tiny_policy, tokenizer)
+    explorer = make("probe", ctx, "share=0.5, temperature=2.5")
+    batch = explorer.collect(Draw([0, 1, 2]), torch.Generator().manual_seed(3))
+    assert len(batch) == 3 * N and torch.bincount(batch.group_index).tolist() == [N, N, N]
+    for g in range(3):  # one prompt per group
+        assert len({p for p, gi in zip(batch.prompts, batch.group_index.tolist()) if gi == g}) == 1
+    assert explorer.metrics() == {"explore/probe_samples": 3 * N / 2}
+    mask = batch.completion_mask.bool()
+    cold, hot = recomputed_logprobs(tiny_policy, batch, 1.0), recomputed_logprobs(tiny_policy, batch, 2.5)
+    is_hot = [torch.allclose(batch.sampled_logprobs[i][mask[i]], hot[i][mask[i]], atol=1e-4) for i in range(len(batch))]
+    is_cold = [
+        torch.allclose(batch.sampled_logprobs[i][mask[i]], cold[i][mask[i]], atol=1e-4) for i in range(len(batch))
+    ]
+    assert sum(is_hot) == 3 * N // 2 and sum(is_cold) == 3 * N // 2  # each sample carries its sampler's log-probs
+    assert not any(h and c for h, c in zip(is_hot, is_cold))
+    off = make("probe", ctx, "share=0").collect(Draw([0, 1]), torch.Generator().manual_seed(3))
+    plain = make("plain", ctx).collect(Draw([0, 1]), torch.Generator().manual_seed(3))
+    assert same_batch(off, plain)
+    with pytest.raises(Exception, match="temperature"):
+        make("probe", ctx, "temperature=0")
