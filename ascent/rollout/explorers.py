@@ -55,8 +55,16 @@ class Explorer:
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         raise NotImplementedError
 
+    def amend(
+        self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor, components: torch.Tensor
+    ) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A scored round, before anything else sees it: the explorer may return a changed round (new objects;
+        the inputs stay as they are), e.g. `replay` swapping kept successes into groups that all failed.
+        `rewards` (N,), `valid` (N,) bool, `components` (N, K) each reward's value. Default: unchanged."""
+        return batch, rewards, valid, components
+
     def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
-        """A scored round: `rewards` (N,), `valid` (N,) bool, aligned with `batch`'s rows."""
+        """A scored (and amended) round: `rewards` (N,), `valid` (N,) bool, aligned with `batch`'s rows."""
 
     def metrics(self) -> dict[str, float]:
         """explore/ metrics of the last round."""
@@ -104,6 +112,8 @@ class Trace:
     """It ended with EOS."""
     priority: float = 0.0
     """How informative its group was (`exit`: the group's reward variance)."""
+    components: Optional[list[float]] = None
+    """Each reward's value for it (`replay` copies them with the reward)."""
 
 
 class TraceStore:
@@ -660,6 +670,11 @@ def widen(batch: RolloutBatch, width: int, pad_id: int) -> None:
     batch.sampled_logprobs = pad(batch.sampled_logprobs, (0, extra))
 
 
+def components_row(components: torch.Tensor, i: int) -> Optional[list[float]]:
+    """Row `i` of the (N, K) reward components, None when there are none."""
+    return components[i].tolist() if components.dim() == 2 and components.shape[1] > 0 else None
+
+
 def put_trace(ctx: ExplorerContext, batch: RolloutBatch, i: int, trace: Trace) -> None:
     """Sequence `i` of `batch` becomes prompt + `trace`, in place: its tokens count as sampled (mask 1) with the
     log-probs recorded when they were sampled."""
@@ -692,10 +707,9 @@ class ReplayExplorer(Explorer):
     them) corrects for the policy having moved since.
 
     How it is wired, and what differs: whether a fresh group failed is known only once it is scored, so the swap
-    happens in `observe` (called after scoring, before the group filter and the advantages) and edits the round's
-    batch and its `rewards` / `valid` tensors in place; the reward components and the `reward/` stats of the
-    round keep the replaced sample's values (the explorer does not see them): do not pair with estimators that
-    read `components`. The prompt sampler observed the fresh group before the swap. EAPO-experience injects a
+    happens in `amend` (the trainer calls it right after scoring, before the prompt sampler, the group filter and
+    the advantages see the round) and returns a new batch with new `rewards` / `valid` / `components` (the
+    replayed sample's reward components are the ones recorded with it). EAPO-experience injects a
     prior policy's actions at critical decision points within a rollout; that is not implemented, only
     whole-trajectory replay. RNG seeded by (run seed, round count). Logged: `explore/replayed`, `explore/stored`.
     """
@@ -709,30 +723,44 @@ class ReplayExplorer(Explorer):
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         return collect_plain(self.ctx.collector, draw, generator)
 
-    def observe(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> None:
+    def amend(
+        self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor, components: torch.Tensor
+    ) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Keep the round's fresh successes, then swap a kept success into each all-failed group (on copies)."""
         fresh = on_policy_traces(self.ctx, batch, rewards, valid)
-        replaced = self.replay(batch, rewards, valid) if batch.row_index is not None else set()
+        if batch.row_index is not None:
+            batch, rewards, valid, components = self.replay(batch, rewards, valid, components)
         for i, row, trace in fresh:
-            if i not in replaced and trace.reward >= self.params.threshold:
+            if trace.reward >= self.params.threshold:
+                trace.components = components_row(components, i)
                 self.store.add(row, trace)
-        self.last = {"replayed": float(len(replaced)), "stored": float(len(self.store))}
+        self.last["stored"] = float(len(self.store))
+        return batch, rewards, valid, components
 
-    def replay(self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor) -> set[int]:
-        """Swap a kept success into each all-failed group; returns the positions replaced."""
+    def replay(
+        self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor, components: torch.Tensor
+    ) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The round with a kept success swapped into each all-failed group (copies; the inputs untouched)."""
         rng = draw_rng("replay", self.ctx.seed, self.rounds)
         self.rounds += 1
         success = valid & (rewards >= self.params.threshold)  # (N,)
-        replaced = set()
+        swaps = []
         for g in batch.group_index.unique().tolist():
             members = (batch.group_index == g).nonzero().squeeze(-1).tolist()
             kept = self.store.get(int(batch.row_index[members[0]]))  # type: ignore[index]
-            if not kept or bool(success[members].any()):
-                continue
-            i, trace = members[rng.randrange(len(members))], kept[rng.randrange(len(kept))]
+            if kept and not bool(success[members].any()):
+                swaps.append((members[rng.randrange(len(members))], kept[rng.randrange(len(kept))]))
+        self.last = {"replayed": float(len(swaps))}
+        if not swaps:
+            return batch, rewards, valid, components
+        batch = batch.select(torch.arange(len(batch)))  # a copy: every tensor and list is new
+        rewards, valid, components = rewards.clone(), valid.clone(), components.clone()
+        for i, trace in swaps:
             put_trace(self.ctx, batch, i, trace)
             rewards[i], valid[i] = trace.reward, True
-            replaced.add(i)
-        return replaced
+            if trace.components is not None and components.dim() == 2 and components.shape[1] == len(trace.components):
+                components[i] = torch.tensor(trace.components, dtype=components.dtype)
+        return batch, rewards, valid, components
 
     def metrics(self) -> dict[str, float]:
         return {f"explore/{k}": v for k, v in self.last.items()}

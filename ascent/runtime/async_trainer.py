@@ -131,7 +131,7 @@ class AsyncTrainer(RLTrainer):
             scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
             errors = self.parts.rewards.failure_log[before:]
         self.check_rewards(scores, errors)
-        self.observe(batch, scores)
+        batch, scores = self.observe(batch, scores)
         if result.rng_state is not None:
             self.generator.set_state(result.rng_state)
         self.row_counts[torch.tensor(req.indices, dtype=torch.long)] += 1

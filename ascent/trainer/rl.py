@@ -119,14 +119,17 @@ class RLTrainer:
         errors_before = len(self.parts.rewards.failure_log)
         scores = self.parts.rewards.score(batch.prompts, batch.completions, batch.reward_fields())
         self.check_rewards(scores, self.parts.rewards.failure_log[errors_before:])
-        self.observe(batch, scores)
-        return batch, scores
+        return self.observe(batch, scores)
 
-    def observe(self, batch: RolloutBatch, scores: RewardResult) -> None:
-        """Feed a scored round back to the sampler and the explorer (before any group filter)."""
+    def observe(self, batch: RolloutBatch, scores: RewardResult) -> tuple[RolloutBatch, RewardResult]:
+        """The round as the explorer amends it (e.g. replayed successes), fed back to the sampler and the
+        explorer before any group filter sees it."""
+        batch, rewards, valid, components = self.explorer.amend(batch, scores.rewards, scores.valid, scores.components)
+        scores = RewardResult(rewards, valid, components, dict(scores.stats))
         if batch.row_index is not None:
             self.sampler.observe(batch.row_index, scores.rewards, scores.valid)
         self.explorer.observe(batch, scores.rewards, scores.valid)
+        return batch, scores
 
     def refill(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
         """Scored rollouts for `prompts` fresh rows, to replace groups the filter dropped."""

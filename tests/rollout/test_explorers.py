@@ -123,10 +123,19 @@ def test_param_noise_adaptive_sigma_follows_diversity(tiny_policy, tokenizer):
     assert explorer.sigma == pytest.approx(0.02)
 
 
+def scored(explorer, batch, rewards, valid=None):
+    """The trainer's order after scoring: amend, then observe; returns the amended round."""
+    valid = all_valid(batch) if valid is None else valid
+    components = rewards[:, None].clone()  # (N, 1): one reward
+    batch, rewards, valid, components = explorer.amend(batch, rewards, valid, components)
+    explorer.observe(batch, rewards, valid)
+    return batch, rewards, valid, components
+
+
 def store_successes(ctx, explorer, draw, seed=0, succeed=lambda i, row: i % N == 0):
     batch = make("plain", ctx).collect(draw, torch.Generator().manual_seed(seed))
     rewards = seeded_rewards(batch, succeed)
-    explorer.observe(batch, rewards, all_valid(batch))
+    scored(explorer, batch, rewards)
     return batch, rewards
 
 
@@ -204,12 +213,13 @@ def test_replay_swaps_a_success_only_into_all_failed_groups(tiny_policy, tokeniz
     kept = {r: explorer.store.get(r)[0] for r in (0, 1)}
     assert kept[0].tokens == completion(ctx, first, 0)[0]
     assert torch.equal(torch.tensor(kept[0].logprobs), completion(ctx, first, 0)[2])
-    batch = explorer.collect(Draw([0, 1, 2]), torch.Generator().manual_seed(7))
-    fresh = batch.input_ids.clone()
-    rewards = seeded_rewards(batch, lambda i, row: row == 1 and i % N == 1)  # row 0 and 2 all fail; 2 has none kept
-    valid = all_valid(batch)
-    explorer.observe(batch, rewards, valid)
+    fresh_batch = explorer.collect(Draw([0, 1, 2]), torch.Generator().manual_seed(7))
+    fresh = fresh_batch.input_ids.clone()
+    fresh_rewards = seeded_rewards(fresh_batch, lambda i, row: row == 1 and i % N == 1)  # rows 0, 2 fail; 2 has none
+    batch, rewards, valid, components = scored(explorer, fresh_batch, fresh_rewards.clone())
     assert explorer.metrics()["explore/replayed"] == 1.0
+    assert torch.equal(fresh_batch.input_ids, fresh) and float(fresh_rewards.sum()) == 1.0  # the inputs untouched
+    assert torch.equal(components[:, 0], rewards)  # the replayed sample's components came with it
     swapped = [i for i in range(len(batch)) if completion(ctx, batch, i)[0] == kept[0].tokens]
     assert len(swapped) >= 1 and all(int(batch.row_index[i]) == 0 for i in swapped)
     i = next(i for i in swapped if float(rewards[i]) == 1.0)
@@ -226,8 +236,7 @@ def test_replay_swaps_a_success_only_into_all_failed_groups(tiny_policy, tokeniz
 def one_round(ctx, explorer, draw, seed_gen, succeed, round_):
     batch = explorer.collect(draw, seed_gen)
     rewards = seeded_rewards(batch, lambda i, row: succeed(i, row, round_))
-    explorer.observe(batch, rewards, all_valid(batch))
-    return batch
+    return scored(explorer, batch, rewards)[0]
 
 
 @pytest.mark.parametrize(
