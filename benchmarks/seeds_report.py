@@ -34,7 +34,7 @@ def spread(values: list[float]) -> str:
 
 def table(summaries: list[dict]) -> str:
     metrics = [("strict accuracy", "accuracy_{}"), ("lenient accuracy", "accuracy_{}_lenient")]
-    passes = sorted({k.split("_")[0] for k in summaries[0] if k.startswith("pass@")})
+    passes = sorted({k.split("_")[0] for k in summaries[0] if k.startswith("pass@")}, key=lambda p: int(p[5:]))
     metrics += [(p, p + "_{}") for p in passes]
     kind = summaries[0].get("control_kind", "control")
     out = [f"| metric (points, {len(summaries)} seeds) | base | RL | control ({kind}) |", "|---|---|---|---|"]
