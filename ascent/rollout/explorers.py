@@ -205,15 +205,26 @@ class Request:
     distribution's log-probs, which the learner's truncated importance weight corrects for."""
 
 
+Piece = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+"""One request's samples: tokens (n, L), sampling log-probs (n, L), lengths (n,), finished (n,)."""
+
+
 def sample_with_prefixes(ctx: ExplorerContext, requests: list[Request], generator: torch.Generator) -> RolloutBatch:
-    """Sample every request on-policy from prompt + prefix (one engine call per distinct `n` and temperature, in
-    order of first appearance) and pack the batch in request order with `assemble_with_prefix`. A continuation is cut
-    at max_new_tokens − len(prefix) tokens (then `finished` is False), so no completion is longer than a plain
-    one."""
-    model, s = ctx.policy.model, ctx.settings
+    """Sample every request on-policy from prompt + prefix (`sample_pieces`) and pack the batch in request order
+    with `assemble_with_prefix`."""
     prompt_ids = [ctx.encoder(ctx.rows[r.row]["prompt"]) for r in requests]
+    return assemble_with_prefix(ctx, requests, prompt_ids, sample_pieces(ctx, requests, prompt_ids, generator))
+
+
+def sample_pieces(
+    ctx: ExplorerContext, requests: list[Request], prompt_ids: list[list[int]], generator: torch.Generator
+) -> list[Piece]:
+    """Each request's samples from prompt + prefix, one engine call per distinct `n` and temperature (in order of
+    first appearance). A continuation is cut at max_new_tokens − len(prefix) tokens (then `finished` is False), so
+    no completion is longer than a plain one."""
+    model, s = ctx.policy.model, ctx.settings
     model.eval()
-    pieces: list[Optional[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]] = [None] * len(requests)
+    pieces: list[Optional[Piece]] = [None] * len(requests)
     for n, temp in dict.fromkeys((r.n, r.temperature) for r in requests):
         which = [i for i, r in enumerate(requests) if (r.n, r.temperature) == (n, temp)]
         settings = s if temp is None else replace(s, temperature=temp)
@@ -224,14 +235,14 @@ def sample_with_prefixes(ctx: ExplorerContext, requests: list[Request], generato
             lengths = gen.lengths[rows].cpu().clamp(max=budget)  # (n,)
             finished = gen.finished[rows].cpu() & (gen.lengths[rows].cpu() <= budget)
             pieces[i] = (gen.tokens[rows].cpu(), gen.logprobs[rows].cpu().float(), lengths, finished)
-    return assemble_with_prefix(ctx, requests, prompt_ids, pieces)  # type: ignore[arg-type]
+    return pieces  # type: ignore[return-value]
 
 
 def assemble_with_prefix(
     ctx: ExplorerContext,
     requests: list[Request],
     prompt_ids: list[list[int]],
-    pieces: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]],
+    pieces: list[Piece],
 ) -> RolloutBatch:
     """The right-padded batch of prompt + forced prefix + sampled continuation for each request's samples
     (`pieces[i]`: tokens (n, L), log-probs (n, L), lengths (n,), finished (n,)). Forced tokens: in
@@ -826,3 +837,119 @@ class ProbeExplorer(Explorer):
 
     def metrics(self) -> dict[str, float]:
         return {f"explore/{k}": v for k, v in self.last.items()}
+
+
+# branch: Spark's strategic branching at critical states.
+
+
+@dataclass(frozen=True)
+class BranchParams:
+    """Spark branching: roots, then branches from each root's least certain token."""
+
+    root_share: float = 0.5
+    """Share of each group sampled as roots: r = max(1, round(root_share · n)); the other n − r branch; in [0, 1]."""
+    min_prefix: int = 1
+    """Shortest shared prefix: a critical position earlier than this is moved to it (never past a root's last
+    token); >= 0."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.root_share <= 1.0:
+            raise ValueError(f"root_share must be in [0, 1], got {self.root_share}")
+        if self.min_prefix < 0:
+            raise ValueError(f"min_prefix must be >= 0, got {self.min_prefix}")
+
+
+def branch_point(logprobs: torch.Tensor, length: int, min_prefix: int) -> int:
+    """Where a root of `length` sampled tokens with sampling log-probs `logprobs` (L,) branches: the position of
+    its lowest log-prob token, its last token excluded (the first such on ties), moved up to `min_prefix` and
+    never past length − 1; 0 for a one-token root. The branch's forced prefix is the root's tokens before it.
+
+    >>> lp = torch.tensor([-0.1, -2.0, -0.5, -9.0])
+    >>> branch_point(lp, 4, 1), branch_point(lp, 4, 3), branch_point(lp, 4, 9), branch_point(lp, 1, 1)
+    (1, 3, 3, 0)
+    """
+    if length < 2:
+        return 0
+    return min(max(int(torch.argmin(logprobs[: length - 1])), min_prefix), length - 1)
+
+
+def round_robin(branches: int, roots: int) -> list[int]:
+    """Branches per root when branch b goes to root b mod `roots`.
+
+    >>> round_robin(5, 2), round_robin(0, 3)
+    ([3, 2], [0, 0, 0])
+    """
+    return [branches // roots + (j < branches % roots) for j in range(roots)]
+
+
+@EXPLORERS.register("branch", params=BranchParams)
+class BranchExplorer(Explorer):
+    """Spark (Wu et al. 2026, arXiv:2601.20209, "Spark: Strategic Policy-Aware Exploration via Dynamic Branching
+    for Long-Horizon Agentic Learning"): instead of n independent rollouts, sample a few roots and branch them only
+    at critical decision states, found from the agent's own signals, so the budget buys samples at the decisions
+    that matter. Here, for a drawn prompt with group size n: r = max(1, round(root_share · n)) roots are sampled
+    from the prompt (one engine call per distinct r); in each root the critical position c is its sampled token
+    with the lowest sampling log-prob (last token excluded; c ← min(max(c, min_prefix), len − 1)); the n − r
+    branches are spread round-robin over the roots and each continues its root's tokens before c (forced:
+    `completion_mask` 0, `sampled_logprobs` 0, since they are already in the loss through the root), resampling
+    from the critical token on-policy (mask 1, its sampling log-probs). Roots and branches share one group and one
+    baseline; rewards see prefix + continuation.
+
+    Choices that differ from the paper (multi-turn agentic; this is the single-turn reading): Spark branches at
+    states the agent marks with an `<explore>` tag in its reasoning, grows a tree of turns under a budget and
+    trains with a tree-based policy optimisation; here the uncertainty signal is each token's sampling log-prob
+    (the only per-token signal the engine returns; entropy would need an extra forward pass), there is one
+    branching level, the budget is the group size, and the learner sees a plain group (branches are correlated
+    with their root; the group baseline treats them as independent samples). The branch starts before the least
+    likely token, so it redraws that very decision. Branches of one root share its prompt + prefix prefill; a
+    branch is cut at max_new_tokens − len(prefix) tokens. A round with no branch (n = 1, root_share = 1) is
+    exactly `plain`'s. No random choice of its own: deterministic given the generator; the state is a round count.
+    Related: IIB-LPO (Deng et al. 2026, arXiv:2601.05870) also branches at high-entropy states, diversifying the
+    branches with injected latent codes.
+    Logged: `explore/branches` (branch samples), `explore/branch_point_mean` (their mean forced prefix length).
+    """
+
+    def __init__(self, ctx: ExplorerContext, params: BranchParams = BranchParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.rounds = 0
+        self.last: dict[str, float] = {}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        self.rounds += 1
+        ctx, p, sizes = self.ctx, self.params, group_sizes(draw, self.ctx.samples_per_prompt)
+        roots = [
+            Request(g, row, [], max(1, round(p.root_share * n))) for g, (row, n) in enumerate(zip(draw.indices, sizes))
+        ]
+        self.last = {"branches": 0.0, "branch_point_mean": 0.0}
+        if all(r.n == n for r, n in zip(roots, sizes)):
+            return collect_plain(ctx.collector, draw, generator)
+        prompt_ids = [ctx.encoder(ctx.rows[row]["prompt"]) for row in draw.indices]  # one per group
+        root_pieces = sample_pieces(ctx, roots, prompt_ids, generator)
+        branches = []
+        for root, n, (tokens, logprobs, lengths, _) in zip(roots, sizes, root_pieces):
+            for j, k in enumerate(round_robin(n - root.n, root.n)):
+                if k:
+                    c = branch_point(logprobs[j], int(lengths[j]), p.min_prefix)
+                    branches.append(Request(root.group, root.row, tokens[j, :c].tolist(), k))
+        branch_ids = [prompt_ids[b.group] for b in branches]
+        requests, ids = roots + branches, prompt_ids + branch_ids
+        pieces = root_pieces + sample_pieces(ctx, branches, branch_ids, generator)
+        order = sorted(range(len(requests)), key=lambda i: requests[i].group)  # stable: a root, then its branches
+        sampled = sum(b.n for b in branches)
+        self.last = {
+            "branches": float(sampled),
+            "branch_point_mean": sum(b.n * len(b.prefix) for b in branches) / sampled,
+        }
+        return assemble_with_prefix(
+            ctx, [requests[i] for i in order], [ids[i] for i in order], [pieces[i] for i in order]
+        )
+
+    def metrics(self) -> dict[str, float]:
+        return {f"explore/{k}": v for k, v in self.last.items()}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.rounds, self.last = state["rounds"], dict(state["last"])

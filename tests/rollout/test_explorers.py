@@ -1,6 +1,7 @@
 """Explorers (ascent/rollout/explorers.py): parameter noise restores the weights bit for bit and changes the
 samples; prefix and exit force a stored trace's prefix out of the loss and keep groups intact; replay swaps a
-kept success only into all-failed groups; every explorer's state makes the next batch reproducible."""
+kept success only into all-failed groups; branch forces each root's prefix up to its least likely token; every
+explorer's state makes the next batch reproducible."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from ascent.rollout import SamplingSettings, make_engine
 from ascent.rollout.collector import SingleTurnCollector
 from ascent.rollout.explorers import (
     EXPLORERS,
+    BranchParams,
     ExplorerContext,
     ParamNoiseParams,
     PrefixParams,
@@ -246,6 +248,7 @@ def one_round(ctx, explorer, draw, seed_gen, succeed, round_):
         ("prefix", ""),
         ("exit", "share=0.7"),
         ("replay", ""),
+        ("branch", ""),
     ],
 )
 def test_state_dict_round_trip_reproduces_the_next_batch(tiny_policy, tokenizer, name, spec):
@@ -264,6 +267,7 @@ def test_state_dict_round_trip_reproduces_the_next_batch(tiny_policy, tokenizer,
     assert same_batch(expected, got)
     assert resumed.state_dict() == explorer.state_dict()
     used = {"prefix": "explore/prefixed_groups", "exit": "explore/restarted_groups", "replay": "explore/replayed"}
+    used["branch"] = "explore/branches"
     if name in used:  # the round exercised the explorer's own path, not only the plain one
         assert resumed.metrics()[used[name]] > 0
 
@@ -297,3 +301,53 @@ def test_probe_samples_part_of_each_group_hotter_and_records_that_distribution(t
     assert same_batch(off, plain)
     with pytest.raises(Exception, match="temperature"):
         make("probe", ctx, "temperature=0")
+
+
+def test_branch_continues_each_root_before_its_least_likely_token(tiny_policy, tokenizer):
+    ctx = context(tiny_policy, tokenizer)
+    explorer = make("branch", ctx, "root_share=0.5")
+    batch = explorer.collect(Draw([0, 2, 1]), torch.Generator().manual_seed(4))
+    assert batch.group_index.tolist() == [g for g in range(3) for _ in range(N)]  # groups intact, contiguous
+    assert [batch.row_index[g * N].item() for g in range(3)] == [0, 2, 1]
+    for g in range(3):  # one prompt per group
+        assert len({p for p, gi in zip(batch.prompts, batch.group_index.tolist()) if gi == g}) == 1
+    cold = recomputed_logprobs(tiny_policy, batch, 1.0)
+    prefixes = []
+    for g in range(3):
+        roots = [completion(ctx, batch, g * N + j) for j in range(2)]  # r = 2 roots first, then one branch each
+        for ids, mask, logprobs in roots:
+            assert torch.all(mask == 1) and torch.all(logprobs < 0)  # fully sampled
+        for b in range(2):
+            i = g * N + 2 + b
+            root_ids, _, root_lp = roots[b % 2]  # round-robin over the roots
+            c = max(1, int(torch.argmin(root_lp[:-1])))  # lowest sampled log-prob, last token excluded, min_prefix 1
+            ids, mask, logprobs = completion(ctx, batch, i)
+            assert c >= 1 and ids[:c] == root_ids[:c]  # the root's prefix up to (not including) that token
+            assert torch.all(mask[:c] == 0) and torch.all(logprobs[:c] == 0)
+            assert torch.all(mask[c:] == 1) and torch.all(logprobs[c:] < 0)
+            assert batch.completions[i] == tokenizer.decode(ids, skip_special_tokens=True)
+            prefixes.append(c)
+    on = batch.completion_mask.bool()
+    assert torch.allclose(batch.sampled_logprobs[on], cold[on], atol=1e-4)  # the policy's own sampling log-probs
+    assert explorer.metrics() == {"explore/branches": 6.0, "explore/branch_point_mean": sum(prefixes) / 6}
+
+
+def test_branch_edge_cases(tiny_policy, tokenizer):
+    ctx = context(tiny_policy, tokenizer)
+    explorer = make("branch", ctx, "root_share=0")  # one root, every other sample branches from it
+    batch = explorer.collect(Draw([1]), torch.Generator().manual_seed(2))
+    root_ids, root_mask, root_lp = completion(ctx, batch, 0)
+    c = max(1, int(torch.argmin(root_lp[:-1])))
+    assert torch.all(root_mask == 1) and explorer.metrics()["explore/branches"] == N - 1
+    for i in range(1, N):
+        ids, mask, _ = completion(ctx, batch, i)
+        assert ids[:c] == root_ids[:c] and int((mask == 0).sum()) == c
+    mixed = explorer.collect(Draw([0, 1], samples=[3, 1]), torch.Generator().manual_seed(2))
+    assert mixed.group_index.tolist() == [0, 0, 0, 1] and explorer.metrics()["explore/branches"] == 2.0
+    for spec, draw in [("", Draw([0, 1], samples=[1, 1])), ("root_share=1", Draw([0, 1]))]:  # no branch: plain
+        got = make("branch", ctx, spec).collect(draw, torch.Generator().manual_seed(3))
+        assert same_batch(got, make("plain", ctx).collect(draw, torch.Generator().manual_seed(3)))
+    with pytest.raises(ValueError, match="root_share"):
+        BranchParams(root_share=1.5)
+    with pytest.raises(ValueError, match="min_prefix"):
+        BranchParams(min_prefix=-1)
