@@ -1,6 +1,8 @@
-"""`ascent train | eval | export | list | compare | plan` — the command line.
+"""`ascent train | train-rm | make-pairs | eval | export | list | compare | plan` — the command line.
 
 ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
+ascent train-rm [RECIPE] [pairs.KEY=VALUE | rm.KEY=VALUE | key=value ...]
+ascent make-pairs [RECIPE] [pairs.KEY=VALUE | key=value ...] [--out DIR]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
@@ -59,6 +61,45 @@ def cmd_train(args: argparse.Namespace) -> int:
         train(run_dir=Path(args.resume), resume=True, overrides=overrides)
         return 0
     train(load_config(recipes[0] if recipes else "default", overrides), overwrite=args.overwrite)
+    return 0
+
+
+def _rm_job(args: argparse.Namespace):
+    from ascent.config import ConfigError
+    from ascent.config.reward_model import load_rm_job
+
+    recipes = [a for a in args.items if "=" not in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    return load_rm_job(recipes[0] if recipes else "default", [a for a in args.items if "=" in a])
+
+
+def cmd_make_pairs(args: argparse.Namespace) -> int:
+    from ascent.app.pairs import make_pairs, write_pairs
+
+    job = _rm_job(args)
+    out = Path(args.out) if args.out else Path("pairs") / job.run.name
+    train, held = make_pairs(job)
+    files = {
+        "train": str(write_pairs(train, out / "pairs.train.jsonl")),
+        "eval": str(write_pairs(held, out / "pairs.eval.jsonl")),
+    }
+    print(
+        json.dumps(
+            {**files, "train_pairs": len(train), "flipped": sum(p.flipped for p in train), "eval_pairs": len(held)},
+            indent=2,
+        )
+    )
+    return 0
+
+
+def cmd_train_rm(args: argparse.Namespace) -> int:
+    from ascent.app.train_rm import train_rm
+
+    job = _rm_job(args)
+    meta = train_rm(job)
+    keys = ("pair_accuracy", "train_pairs", "flipped_pairs", "held_out_pairs", "seconds")
+    print(json.dumps({"reward_model": str(job.out_dir), **{k: meta[k] for k in keys}}, indent=2))
     return 0
 
 
@@ -199,6 +240,18 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     t.add_argument("--overwrite", action="store_true", help="replace an existing run directory of the same name")
     t.set_defaults(fn=cmd_train)
+    rm_items = dict(
+        nargs="*",
+        metavar="RECIPE|key=value",
+        help="a recipe (its task, model and seed; default: default), then pairs.* / rm.* and recipe overrides",
+    )
+    mp = sub.add_parser("make-pairs", help="preference pairs from a task's verifier (optionally with flipped labels)")
+    mp.add_argument("items", **rm_items)
+    mp.add_argument("--out", help="folder for pairs.train.jsonl and pairs.eval.jsonl (default pairs/<recipe name>)")
+    mp.set_defaults(fn=cmd_make_pairs)
+    rm = sub.add_parser("train-rm", help="train a Bradley-Terry reward model from preference pairs (reward=rm:PATH)")
+    rm.add_argument("items", **rm_items)
+    rm.set_defaults(fn=cmd_train_rm)
     e = sub.add_parser("eval", help="greedy accuracy and pass@k on the held-out set")
     e.add_argument("target", help="run directory or checkpoint folder")
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
@@ -271,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # weight loading/saving bars would interleave with ascent's own
     p = parser()
     args, extra = p.parse_known_args(argv)
-    target = "items" if args.command in ("train", "compare") else "overrides"
+    target = "items" if args.command in ("train", "compare", "make-pairs", "train-rm") else "overrides"
     stray = [a for a in extra if a.startswith("-") or not hasattr(args, target)]
     if stray:
         p.error(f"unrecognized arguments: {' '.join(stray)}")

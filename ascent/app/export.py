@@ -102,6 +102,26 @@ def checkpoint_policy(cfg: RunConfig, folder: Path) -> Policy:
     return policy
 
 
+def policy_at(target: str | Path, cfg: RunConfig) -> Policy:
+    """The policy stored at `target`: a run directory (its latest checkpoint, else its warm start) or a checkpoint
+    folder inside one, built by that run's config; else a plain HF causal-LM folder (e.g. `ascent export`'s, in
+    `cfg.model.dtype`). LoRA adapters are merged. Raises RunDirError for anything else."""
+    from ascent.policy.model import load_hf
+
+    try:
+        run_dir, folder = find_config(Path(target))
+    except FileNotFoundError:
+        try:
+            policy = load_hf(target, cfg.model.dtype)
+        except (OSError, ValueError) as err:
+            raise RunDirError(f"{target} is neither a run, a checkpoint in one, nor a HF model folder: {err}") from None
+    else:
+        policy = checkpoint_policy(read_run_config(run_dir), folder)
+    if hasattr(policy.model, "merge_and_unload"):
+        policy = Policy(model=policy.model.merge_and_unload(), tokenizer=policy.tokenizer)
+    return policy
+
+
 def set_generation_config(model: Any, policy: Policy, cfg: RunConfig) -> None:
     """The run's EOS and padding ids (ascent stops a completion at the tokenizer's EOS only) and completion
     length into the model's generation_config; sampling settings stay the model's (generate is greedy unless

@@ -95,7 +95,7 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = 
     settings = SamplingSettings(
         r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos
     )
-    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
+    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s, cfg.model.device)
     evaluator = make_evaluator(cfg, task, encoder, settings)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard, trackers(cfg, run_dir) if track else [])
     lg = cfg.logging
@@ -132,7 +132,7 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
     """Held-out evaluation of the task's kind, with its own reward runner (a stateful reward such as
     `trace` keeps its training state out of evaluation)."""
     r = cfg.rollout
-    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s)
+    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s, cfg.model.device)
     engine = make_engine(r, precision="model")  # held-out accuracy in the policy's own precision
     loop = agent_loop(cfg) if task.agent is not None else None
     threshold, batch = cfg.eval.correct_threshold, cfg.eval.batch_size

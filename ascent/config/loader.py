@@ -350,12 +350,23 @@ def validate(cfg: RunConfig) -> None:
     rewards = [cfg.reward] if isinstance(cfg.reward, str) else cfg.reward
     if cfg.reward_weights is not None and len(cfg.reward_weights) != len(rewards):
         raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
+    _check_reward_models(rewards)
     for key, o in (("train.optim", cfg.train.optim), ("warmstart.optim", cfg.warmstart.optim)):
         if not 0 <= o.decay_frac <= 1:
             raise ConfigError(f"{key}.decay_frac must be in [0, 1], got {o.decay_frac}")
     _check_agent(cfg)
     if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
         raise ConfigError("data.task=jsonl needs both data.train and data.eval")
+
+
+def _check_reward_models(specs: list[str]) -> None:
+    """A `reward=rm:PATH` must name a reward model folder (`ascent train-rm`): fail now, not when the run starts
+    scoring (its weights load when the reward runner is built)."""
+    from ascent.rewards.reward_model import read_meta
+
+    for spec in specs:
+        if isinstance(spec, str) and spec.startswith("rm:"):
+            read_meta(Path(spec[len("rm:") :].split("(")[0]))
 
 
 def _check_agent(cfg: RunConfig) -> None:

@@ -5,6 +5,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     constraints,
     games,  # noqa: F401,E402 - game_won, game_score
     lp_solver,
+    reward_model,  # noqa: F401,E402 - reward_model (rm:PATH)
     sandbox,  # noqa: F401,E402 - code_tests
     shaping,
 )

@@ -59,11 +59,14 @@ def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
 
 
 def resolve_reward(spec: str) -> RewardFn:
-    """A registered name, `package.module:function`, or `path/to/file.py:function` -> the callable;
+    """A registered name, `package.module:function`, `path/to/file.py:function` or `rm:PATH` (a reward model
+    trained by `ascent train-rm`) -> the callable;
     any of them may carry keyword arguments, `name(key=value, ...)`, bound with functools.partial
     (an unknown keyword fails here, not at the first step). A class (a stateful reward such as `trace`)
     is instantiated with the keywords: each runner gets its own instance and state."""
     name, kwargs = parse_spec_args(spec)
+    if name.startswith("rm:"):  # a trained reward model's folder: `rm:PATH` = `reward_model(path=PATH)`
+        name, kwargs = "reward_model", {"path": name[len("rm:") :], **kwargs}
     fn = _resolve_callable(name)
     if isinstance(fn, type):  # a stateful reward (e.g. `trace`): one fresh instance per runner, knobs to __init__
         _check_kwargs(name, fn.__init__, kwargs)
@@ -172,9 +175,14 @@ def _as_value(v: Any) -> tuple[float, bool]:
 class RewardRunner:
     """Calls each reward with a per-call timeout and turns failures into recorded, skipped samples."""
 
-    def __init__(self, specs: list[str], weights: list[float] | None = None, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self, specs: list[str], weights: list[float] | None = None, timeout_s: float = 60.0, device: str = "cpu"
+    ) -> None:
         self.names = list(specs)
         self.fns = [resolve_reward(s) for s in specs]
+        for fn in self.fns:  # rewards that hold a model (`rm:PATH`) score on the learner's device
+            if hasattr(fn, "place"):
+                fn.place(device)
         self.weights = list(weights) if weights is not None else [1.0] * len(specs)
         self.timeout_s = timeout_s
         self._reported: set[str] = set()
