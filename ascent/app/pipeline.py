@@ -132,7 +132,8 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
     """Held-out evaluation of the task's kind, with its own reward runner (a stateful reward such as
     `trace` keeps its training state out of evaluation)."""
     r = cfg.rollout
-    rewards = RewardRunner(reward_specs(cfg, task), cfg.reward_weights, cfg.reward_timeout_s, cfg.model.device)
+    specs, weights = ([cfg.eval.reward], None) if cfg.eval.reward else (reward_specs(cfg, task), cfg.reward_weights)
+    rewards = RewardRunner(specs, weights, cfg.reward_timeout_s, cfg.model.device)
     engine = make_engine(r, precision="model")  # held-out accuracy in the policy's own precision
     loop = agent_loop(cfg) if task.agent is not None else None
     threshold, batch = cfg.eval.correct_threshold, cfg.eval.batch_size

@@ -290,6 +290,9 @@ class EvalConfig:
     """Samples per prompt for pass@k (0: greedy only)."""
     pass_k_rows: int = 0
     """pass@k on the first this many held-out rows only (0: all of them); greedy accuracy always uses all."""
+    reward: Optional[str] = None
+    """The held-out grader (a reward spec), e.g. `exact_answer` when training on a learned reward (`rm:PATH`),
+    so that held-out accuracy measures the truth rather than the proxy; None: the run's rewards."""
     lenient: Optional[str] = "auto"
     """A second, lenient grader (a reward spec) reported as `accuracy_lenient` on the same greedy completions;
     auto: the task's own (e.g. `last_number` for numeric answers), none when the task has none; null: none."""

@@ -81,3 +81,19 @@ def test_pass_at_several_k_from_one_sampling_match_a_subset_enumeration():
     assert out["pass@16"] == pytest.approx(0.75)  # any correct among all 16
     assert out["pass@1"] < out["pass@4"] < out["pass@16"]
     assert set(ev(None, pass_k=8)) >= {"pass@1", "pass@4", "pass@8"} and "pass@16" not in ev(None, pass_k=8)
+
+
+def test_eval_reward_replaces_the_training_rewards_as_held_out_grader():
+    """Training on a proxy (here last_number with weights) must not change what held-out accuracy measures."""
+    from ascent.app.pipeline import make_evaluator
+    from ascent.config import load_config
+    from ascent.tasks import load_task
+
+    cfg = load_config("default", ["reward=[last_number,exact_answer]", "reward_weights=[1.0,0.5]"])
+    task = load_task(cfg.data, cfg.seed)
+    settings = SamplingSettings(max_new_tokens=4, eos_id=0, pad_id=0)
+    proxy = make_evaluator(cfg, task, PromptEncoder(task.tokenizer), settings)
+    assert proxy.rewards.names == ["last_number", "exact_answer"]
+    graded = load_config("default", ["reward=[last_number,exact_answer]", "eval.reward=answer_is"])
+    truth = make_evaluator(graded, task, PromptEncoder(task.tokenizer), settings)
+    assert truth.rewards.names == ["answer_is"] and truth.rewards.weights == [1.0]
