@@ -463,7 +463,8 @@ def plot_pass_at_k(aggregates: list[dict[str, Any]], out: Path) -> Optional[Path
     curves = [(a["variant"], [k for k in bootstrapped_keys(set(a)) if k != "accuracy_after_rl"], a) for a in aggregates]
     if not any(keys for _, keys, _ in curves):
         return None
-    fig, ax = plt.subplots(figsize=(7, 5))
+    many = len(curves) > 8  # a legend of many arms goes beside the axes, in columns, not over the curves
+    fig, ax = plt.subplots(figsize=(7 + 2.2 * (1 + len(curves) // 16) if many else 7, 5))
     colours = plt.get_cmap("tab10" if len(curves) <= 10 else "tab20").colors  # tab10: bands stay distinguishable
     for i, (name, keys, a) in enumerate(curves):
         if not keys:
@@ -484,7 +485,10 @@ def plot_pass_at_k(aggregates: list[dict[str, Any]], out: Path) -> Optional[Path
         title=f"pass@k after RL (mean over seeds, {LEVEL:.0%} bootstrap band)",
     )
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=7)
+    if many:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(curves) // 16)
+    else:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
@@ -539,7 +543,10 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
     for ax in axes:
         ax.grid(alpha=0.3)
     if names:
-        axes[1].legend(fontsize=7, ncol=2)
+        if len(names) > 8:
+            axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=1 + len(names) // 16)
+        else:
+            axes[1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(out, dpi=100)
     plt.close(fig)
