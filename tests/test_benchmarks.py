@@ -150,3 +150,31 @@ def test_seeds_report_tables_and_plots_seeds(tmp_path):
     assert "| mean completion tokens | 30.5 | 30.5 | 30.5 |" in out
     assert "| 1 | 25.0 / 30.0 | 50.0 / 55.0 | 36.0 / 41.0 | +14.0 |" in out
     assert plot.stat().st_size > 10_000
+
+
+def test_overoptimisation_tables_proxy_and_true_reward_against_kl(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    run = tmp_path / "rm-run"
+    run.mkdir()
+    # the proxy rises with the KL while the true reward peaks at step 2 and falls: the table must say so
+    steps = [(0.0, -1.0, 0.5), (0.1, 0.0, 0.7), (0.5, 1.0, 0.4), (1.0, 0.8, 0.1)]
+    lines = [{"phase": "warmstart", "step": 1}] + [
+        {"phase": "rl", "step": i + 1, "kl/ref_k3": kl, "reward/rm:x": p, "reward/exact_answer": t}
+        for i, (kl, p, t) in enumerate(steps)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    plot = tmp_path / "o.png"
+    cmd = [sys.executable, "benchmarks/overoptimisation.py", str(run), "--proxy", "reward/rm:x"]
+    out = subprocess.run(
+        [*cmd, "--true", "reward/exact_answer", "--window", "1", "--plot", str(plot)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "| rm-run | -1.00 → +1.00 → +0.80 | 0.500 → 0.400 → 0.100 | 1.00 |" in out
+    assert plot.stat().st_size > 10_000
+    missing = subprocess.run([*cmd, "--true", "reward/nope"], capture_output=True, text=True)
+    assert missing.returncode != 0 and "reward/nope" in missing.stderr
