@@ -60,6 +60,7 @@ def rl_lines(run_dir):
         ["data.sampler=coba", "data.num_train=6"],
         ["rollout.explorer=prefix(threshold=0)", "data.num_train=6"],
         ["rollout.explorer=param_noise", "algorithm.tis_cap=2"],
+        ["rollout.explorer=branch"],
     ],
     ids=[
         "grpo",
@@ -69,6 +70,7 @@ def rl_lines(run_dir):
         "sampler_coba",
         "explorer_prefix",
         "explorer_param_noise",
+        "explorer_branch",
     ],
 )
 def test_resume_is_bitwise_exact(tmp_path, extra):
