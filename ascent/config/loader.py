@@ -324,6 +324,7 @@ def validate(cfg: RunConfig) -> None:
             UserWarning,
             stacklevel=2,
         )
+    piece_warnings(cfg)
     rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
     if rollouts % cfg.algorithm.mini_batches:
         raise ConfigError(
@@ -438,3 +439,27 @@ def derived(cfg: RunConfig) -> Derived:
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A plain mapping of a config (for config.yaml)."""
     return dataclasses.asdict(cfg)
+
+
+def piece_warnings(cfg: RunConfig) -> None:
+    """Warnings that pieces declare about the rest of the config: an off-policy explorer without a TIS cap, a
+    loss that acts only from the second update on a batch (KL-Cov) with one update per batch."""
+    from ascent.algorithms import LOSSES
+    from ascent.rollout.explorers import EXPLORERS
+
+    explorer = EXPLORERS.resolve(cfg.rollout.explorer, key="rollout.explorer")
+    if getattr(explorer.fn, "off_policy", False) and cfg.algorithm.tis_cap is None:
+        warnings.warn(
+            f"rollout.explorer={explorer.name} samples from another distribution than the policy; without "
+            "algorithm.tis_cap that mismatch goes uncorrected; set e.g. algorithm.tis_cap=2.0",
+            UserWarning,
+            stacklevel=3,
+        )
+    loss = LOSSES.resolve(cfg.algorithm.loss, key="algorithm.loss")
+    if getattr(loss.fn, "several_updates", False) and cfg.algorithm.ppo_epochs * cfg.algorithm.mini_batches == 1:
+        warnings.warn(
+            f"algorithm.loss={loss.name} acts only once the policy has moved within a batch (pi != pi_old); with "
+            "one update per rollout batch it equals ppo_clip; set algorithm.mini_batches or ppo_epochs > 1",
+            UserWarning,
+            stacklevel=3,
+        )

@@ -50,7 +50,10 @@ class ExplorerContext:
 
 
 class Explorer:
-    """The explorer interface (see the module docstring)."""
+    """The explorer interface (see the module docstring). `off_policy`: it samples (some) tokens from another
+    distribution than the current policy, so a run should set `algorithm.tis_cap` (the config warns)."""
+
+    off_policy = False
 
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         raise NotImplementedError
@@ -382,6 +385,8 @@ class ParamNoiseExplorer(Explorer):
     initialisation) gets no noise. Memory: one copy of the trainable weights while sampling.
     Logged: `explore/noise_sigma`, `explore/noisy_groups`, `explore/diversity`.
     """
+
+    off_policy = True
 
     def __init__(self, ctx: ExplorerContext, params: ParamNoiseParams = ParamNoiseParams()) -> None:
         self.ctx, self.params = ctx, params
@@ -725,6 +730,8 @@ class ReplayExplorer(Explorer):
     whole-trajectory replay. RNG seeded by (run seed, round count). Logged: `explore/replayed`, `explore/stored`.
     """
 
+    off_policy = True
+
     def __init__(self, ctx: ExplorerContext, params: ReplayParams = ReplayParams()) -> None:
         self.ctx, self.params = ctx, params
         self.store = TraceStore(params.max_per_row, params.max_rows)
@@ -819,6 +826,8 @@ class ProbeExplorer(Explorer):
     probe samples, and the probe changes the temperature rather than the prompt (the importance weight then
     needs no second forward). Logged: `explore/probe_samples`.
     """
+
+    off_policy = True
 
     def __init__(self, ctx: ExplorerContext, params: ProbeParams = ProbeParams()) -> None:
         self.ctx, self.params = ctx, params

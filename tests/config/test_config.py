@@ -350,3 +350,19 @@ def test_device_moved_into_the_model_section():
         load_config("default", ["device=cuda"])
     assert load_config("default", ["model.device=cuda:1"]).model.device == "cuda:1"
     assert load_config("default", ["device=cpu"]).model.device == "cpu"  # earlier runs' config.yaml say so
+
+
+def test_pieces_warn_about_settings_they_need():
+    import warnings
+
+    from ascent.config import load_config
+
+    with pytest.warns(UserWarning, match="kl_cov acts only once the policy has moved"):
+        load_config("default", ["algorithm.loss=kl_cov"])
+    with pytest.warns(UserWarning, match="explorer=param_noise samples from another distribution"):
+        load_config("default", ["rollout.explorer=param_noise"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # paired as they should be: silent
+        load_config("default", ["algorithm.loss=kl_cov", "algorithm.mini_batches=2"])
+        load_config("default", ["rollout.explorer=param_noise", "algorithm.tis_cap=2"])
+        load_config("default", ["rollout.explorer=prefix"])
