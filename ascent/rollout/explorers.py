@@ -54,6 +54,8 @@ class Explorer:
     distribution than the current policy, so a run should set `algorithm.tis_cap` (the config warns)."""
 
     off_policy = False
+    last: dict[str, float] = {}
+    """The last round's metrics, without the explore/ prefix (instances assign their own dict)."""
 
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         raise NotImplementedError
@@ -70,8 +72,8 @@ class Explorer:
         """A scored (and amended) round: `rewards` (N,), `valid` (N,) bool, aligned with `batch`'s rows."""
 
     def metrics(self) -> dict[str, float]:
-        """explore/ metrics of the last round."""
-        return {}
+        """explore/ metrics of the last round (`last`, prefixed)."""
+        return {f"explore/{k}": float(v) for k, v in self.last.items()}
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -154,6 +156,24 @@ class TraceStore:
 
     def load_state_dict(self, state: list[list[Any]]) -> None:
         self.rows = OrderedDict((int(row), [Trace(**t) for t in ts]) for row, ts in state)
+
+
+class TraceExplorer(Explorer):
+    """An explorer that keeps traces per training row (`store`) and counts rounds (its RNG seed); both, with the
+    last round's metrics, are its checkpointed state."""
+
+    def __init__(self, ctx: ExplorerContext, params: Any, store: TraceStore) -> None:
+        self.ctx, self.params, self.store = ctx, params, store
+        self.rounds = 0
+        self.last: dict[str, float] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.store.load_state_dict(state["store"])
+            self.rounds, self.last = state["rounds"], dict(state["last"])
 
 
 def prompt_length(ctx: ExplorerContext, batch: RolloutBatch, i: int) -> int:
@@ -419,9 +439,6 @@ class ParamNoiseExplorer(Explorer):
             step = p.adapt if self.last["diversity"] < p.target_diversity else 1.0 / p.adapt
             self.sigma = min(max(self.sigma * step, p.sigma_min), p.sigma_max)
 
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": float(v) for k, v in self.last.items()}
-
     def state_dict(self) -> dict[str, Any]:
         return {"sigma": self.sigma, "rounds": self.rounds, "last": dict(self.last)}
 
@@ -478,7 +495,7 @@ class PrefixParams:
 
 
 @EXPLORERS.register("prefix", params=PrefixParams)
-class PrefixExplorer(Explorer):
+class PrefixExplorer(TraceExplorer):
     """PrefixRL (Setlur et al. 2026, arXiv:2601.18795, "Reuse your FLOPs: Scaling RL on Hard Problems by
     Conditioning on Very Off-Policy Prefixes"): rollouts are conditioned on a prefix of a successful
     off-policy trace and completed on-policy; the loss sees only the on-policy continuation. For a drawn row
@@ -499,10 +516,7 @@ class PrefixExplorer(Explorer):
     """
 
     def __init__(self, ctx: ExplorerContext, params: PrefixParams = PrefixParams()) -> None:
-        self.ctx, self.params = ctx, params
-        self.store = TraceStore(params.max_per_row, params.max_rows)
-        self.rounds = 0
-        self.last: dict[str, float] = {}
+        super().__init__(ctx, params, TraceStore(params.max_per_row, params.max_rows))
 
     def traces(self, row: int) -> list[list[int]]:
         """The row's reference solution (tokenised) then its kept successes."""
@@ -548,17 +562,6 @@ class PrefixExplorer(Explorer):
             if trace.reward >= self.params.threshold:
                 self.store.add(row, Trace(trace.tokens, reward=trace.reward, finished=trace.finished))
 
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": v for k, v in self.last.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.store.load_state_dict(state["store"])
-            self.rounds, self.last = state["rounds"], dict(state["last"])
-
 
 # exit: ExIt exploratory iteration.
 
@@ -596,7 +599,7 @@ def group_variances(batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Ten
 
 
 @EXPLORERS.register("exit", params=ExitParams)
-class ExitExplorer(Explorer):
+class ExitExplorer(TraceExplorer):
     """Exploratory Iteration (ExIt, Jiang, Lupu & Bachrach 2025, arXiv:2509.04575, "Bootstrapping Task Spaces
     for Self-Improvement"): the most informative partial histories the policy produced become new tasks to
     continue from, chosen by the return variance of the group they came from. Here: after each round, every
@@ -614,10 +617,7 @@ class ExitExplorer(Explorer):
     """
 
     def __init__(self, ctx: ExplorerContext, params: ExitParams = ExitParams()) -> None:
-        self.ctx, self.params = ctx, params
-        self.store = TraceStore(params.max_per_row, params.max_rows, by_priority=True)
-        self.rounds = 0
-        self.last: dict[str, float] = {}
+        super().__init__(ctx, params, TraceStore(params.max_per_row, params.max_rows, by_priority=True))
 
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
         rng = draw_rng("exit", self.ctx.seed, self.rounds)
@@ -641,17 +641,6 @@ class ExitExplorer(Explorer):
             v = variance.get(int(batch.group_index[i]), 0.0)
             if v > 0:
                 self.store.add(row, Trace(trace.tokens, reward=trace.reward, finished=trace.finished, priority=v))
-
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": v for k, v in self.last.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.store.load_state_dict(state["store"])
-            self.rounds, self.last = state["rounds"], dict(state["last"])
 
 
 # replay: a per-row buffer of successes swapped into all-failed groups.
@@ -712,7 +701,7 @@ def put_trace(ctx: ExplorerContext, batch: RolloutBatch, i: int, trace: Trace) -
 
 
 @EXPLORERS.register("replay", params=ReplayParams)
-class ReplayExplorer(Explorer):
+class ReplayExplorer(TraceExplorer):
     """Success replay (RAPO's replay buffer, Fathom-DeepResearch, Singh et al. 2025, arXiv:2509.24107; experience
     reuse with an importance correction as in Experience-Augmented Policy Optimization, "EAPO-experience", Lu et
     al. 2026, arXiv:2606.30420): keep each row's most recent successful trajectories (reward >= `threshold`)
@@ -733,9 +722,7 @@ class ReplayExplorer(Explorer):
     off_policy = True
 
     def __init__(self, ctx: ExplorerContext, params: ReplayParams = ReplayParams()) -> None:
-        self.ctx, self.params = ctx, params
-        self.store = TraceStore(params.max_per_row, params.max_rows)
-        self.rounds = 0
+        super().__init__(ctx, params, TraceStore(params.max_per_row, params.max_rows))
         self.last = {"replayed": 0.0, "stored": 0.0}
 
     def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
@@ -779,17 +766,6 @@ class ReplayExplorer(Explorer):
             if trace.components is not None and components.dim() == 2 and components.shape[1] == len(trace.components):
                 components[i] = torch.tensor(trace.components, dtype=components.dtype)
         return batch, rewards, valid, components
-
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": v for k, v in self.last.items()}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"store": self.store.state_dict(), "rounds": self.rounds, "last": dict(self.last)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state:
-            self.store.load_state_dict(state["store"])
-            self.rounds, self.last = state["rounds"], dict(state["last"])
 
 
 # probe: REX-RAG's exploratory probe sampling with a policy correction.
@@ -843,9 +819,6 @@ class ProbeExplorer(Explorer):
         if not self.last["probe_samples"]:
             return collect_plain(self.ctx.collector, draw, generator)
         return sample_with_prefixes(self.ctx, requests, generator)
-
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": v for k, v in self.last.items()}
 
 
 # branch: Spark's strategic branching at critical states.
@@ -952,9 +925,6 @@ class BranchExplorer(Explorer):
         return assemble_with_prefix(
             ctx, [requests[i] for i in order], [ids[i] for i in order], [pieces[i] for i in order]
         )
-
-    def metrics(self) -> dict[str, float]:
-        return {f"explore/{k}": v for k, v in self.last.items()}
 
     def state_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "last": dict(self.last)}
