@@ -19,7 +19,6 @@ rows and never flipped, so held-out pair accuracy measures agreement with the ve
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -36,6 +35,7 @@ from ascent.rollout.backends import make_engine
 from ascent.rollout.batch import assemble
 from ascent.rollout.types import SamplingSettings
 from ascent.tasks import DataError, Row, TaskData, load_task, write_jsonl
+from ascent.tasks.jsonl import jsonl_objects
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,12 @@ class PreferencePair:
 
 def read_pairs(path: str | Path) -> list[PreferencePair]:
     """The pairs of a JSONL file, each line checked (DataError naming the file and line)."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"pairs file {str(path)!r} does not exist")
     pairs = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataError(f"{path}:{n}: not valid JSON ({err.msg})") from None
-        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in ("prompt", "chosen", "rejected")):
-            got = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise DataError(f"{path}:{n}: a pair needs string fields prompt, chosen and rejected (got {got})")
+    fields, missing = (
+        ("prompt", "chosen", "rejected"),
+        "a pair needs string fields prompt, chosen and rejected (got {got})",
+    )
+    for n, row in jsonl_objects(path, fields, missing, kind="pairs"):
         margin = row.get("margin")
         if margin is not None and (isinstance(margin, bool) or not isinstance(margin, (int, float))):
             raise DataError(f"{path}:{n}: margin must be a number, got {margin!r}")

@@ -19,12 +19,16 @@ from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.base import TASKS, DataError, Row, TaskData, answer_teacher
 
 
-def read_jsonl(path: str | Path) -> list[Row]:
-    """Rows of a JSONL file; each must be an object with a string `prompt`."""
+def jsonl_objects(
+    path: str | Path, fields: tuple[str, ...], missing: str, kind: str = "data"
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line of a JSONL file, each checked to be an object with string
+    `fields`; a missing file, bad JSON or a missing field (`missing`, formatted with `got`: the line's keys) is a
+    DataError naming the file and line."""
     path = Path(path)
     if not path.exists():
-        raise DataError(f"data file {str(path)!r} does not exist")
-    rows = []
+        raise DataError(f"{kind} file {str(path)!r} does not exist")
+    out = []
     for n, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
@@ -32,10 +36,18 @@ def read_jsonl(path: str | Path) -> list[Row]:
             row = json.loads(line)
         except json.JSONDecodeError as err:
             raise DataError(f"{path}:{n}: not valid JSON ({err.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("prompt"), str):
+        if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in fields):
             got = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise DataError(f"{path}:{n}: each row needs a string field 'prompt' (got keys: {got})")
-        rows.append(row)
+            raise DataError(f"{path}:{n}: " + missing.format(got=got))
+        out.append((n, row))
+    return out
+
+
+def read_jsonl(path: str | Path) -> list[Row]:
+    """Rows of a JSONL file; each must be an object with a string `prompt`."""
+    rows = [
+        row for _, row in jsonl_objects(path, ("prompt",), "each row needs a string field 'prompt' (got keys: {got})")
+    ]
     if not rows:
         raise DataError(f"data file {str(path)!r} has no rows")
     return rows
