@@ -1,0 +1,1 @@
+"""Classic online deep RL on Gymnasium environments (PPO, DQN, SAC and contextual variants)."""
