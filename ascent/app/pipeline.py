@@ -393,6 +393,7 @@ def finish(run: Run) -> dict[str, Any]:
         if key in s:
             summary[key] = round(s[key], 2)
     summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / max(1, cfg.train.steps), 4)
+    summary.update(run.rewards.summary_fields())  # e.g. a learned reward's rm_pair_accuracy
     summary["peak_rss_mb"] = round(peak_rss_mb(), 1)
     write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
     plot_curves(run.logger.path, run.dir / "curves.png")

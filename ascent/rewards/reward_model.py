@@ -184,5 +184,9 @@ class RewardModelReward:
         if self.fixed_device is None:
             self.rm.to(device)
 
+    def summary_fields(self) -> dict[str, Any]:
+        """The model's held-out pair accuracy from its training (`rm_pair_accuracy` in summary.json)."""
+        return {"rm_pair_accuracy": self.meta.get("pair_accuracy")}
+
     def __call__(self, prompts: list[str], completions: list[str], **_: Any) -> list[float]:
         return score(self.rm, self.tokenizer, prompts, completions, self.micro_batch_size, self.max_length)

@@ -197,6 +197,15 @@ class RewardRunner:
             if hasattr(fn, "state_dict")
         }
 
+    def summary_fields(self) -> dict[str, Any]:
+        """What the rewards report about themselves for summary.json (rewards with `summary_fields()`, e.g. a
+        reward model's held-out pair accuracy `rm_pair_accuracy`); with two of a kind the later one gets "_k"."""
+        out: dict[str, Any] = {}
+        for k, fn in enumerate(self.fns):
+            for key, value in (fn.summary_fields() if hasattr(fn, "summary_fields") else {}).items():
+                out[key if key not in out else f"{key}_{k}"] = value
+        return out
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; rewards missing from it keep their fresh state."""
         for k, (name, fn) in enumerate(zip(self.names, self.fns)):

@@ -150,12 +150,18 @@ def test_a_fresh_load_scores_identically_and_reproduces_the_accuracy(trained):
 
 
 def test_rm_path_reward_scores_a_batch_and_ranks_right_above_wrong(trained):
-    folder, _ = trained
+    folder, meta = trained
     runner = RewardRunner([f"rm:{folder}"])
     prompts = ["3+4=", "3+4=", "8+9=", "8+9="]
     result = runner.score(prompts, ["7", "72", "17", "175"], [{} for _ in prompts])
     assert bool(result.valid.all())
     assert result.rewards[0] > result.rewards[1] and result.rewards[2] > result.rewards[3]
+    assert runner.summary_fields() == {"rm_pair_accuracy": meta["pair_accuracy"]}  # what summary.json gets
+    two = RewardRunner([f"rm:{folder}", "exact_answer", f"rm:{folder}"])
+    assert two.summary_fields() == {
+        "rm_pair_accuracy": meta["pair_accuracy"],
+        "rm_pair_accuracy_2": meta["pair_accuracy"],
+    }
     one_at_a_time = resolve_reward(f"reward_model(path='{folder}', micro_batch_size=1)")
     assert one_at_a_time(prompts, ["7", "72", "17", "175"]) == pytest.approx(result.rewards.tolist(), abs=1e-5)
 
