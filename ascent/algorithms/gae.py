@@ -41,6 +41,33 @@ def outcome_token_rewards(rewards: torch.Tensor, valid: torch.Tensor, mask: torc
     return out
 
 
+def gae_recursion(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    next_nonterminal: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """GAE over a time-major sequence (T, ...): with c_t = next_nonterminal[t] (0 where the episode ends at t),
+        delta_t = r_t + gamma c_t V'_t - V_t,   A_t = delta_t + gamma lambda c_t A_{t+1},   A_T = 0,
+    V'_t = next_values[t] the value of the state after step t. The token sequences of `compute_gae` and the
+    environment rollouts of `ascent.classic` (several episodes per environment, bootstrapped at the end) both
+    call it.
+
+    >>> gae_recursion(torch.tensor([1.0, 1.0]), torch.tensor([0.5, 0.5]), torch.tensor([0.5, 2.0]),
+    ...               torch.tensor([1.0, 0.0]), gamma=0.5, lam=1.0).tolist()  # ends after step 1
+    [1.0, 0.5]
+    """
+    adv = torch.empty_like(values)
+    running = torch.zeros_like(values[0])
+    delta = rewards + gamma * next_nonterminal * next_values - values  # (T, ...)
+    for t in reversed(range(values.shape[0])):
+        running = delta[t] + gamma * lam * next_nonterminal[t] * running
+        adv[t] = running
+    return adv
+
+
 def compute_gae(
     values: torch.Tensor, token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float, lam: float
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -51,15 +78,9 @@ def compute_gae(
     >>> adv.tolist(), ret.tolist()
     ([[0.0, 0.5, 0.75]], [[0.0, 1.0, 1.0]])
     """
-    T = values.shape[1]
-    adv = torch.zeros_like(values)
-    running = torch.zeros_like(values[:, 0])
-    for t in reversed(range(T)):
-        next_mask = mask[:, t + 1] if t + 1 < T else torch.zeros_like(running)
-        next_value = values[:, t + 1] * next_mask if t + 1 < T else torch.zeros_like(running)
-        delta = token_rewards[:, t] + gamma * next_value - values[:, t]
-        running = delta + gamma * lam * next_mask * running
-        adv[:, t] = running * mask[:, t]
+    next_mask = torch.cat([mask[:, 1:], torch.zeros_like(mask[:, :1])], dim=1)  # (N, T): token t+1 is a completion one
+    next_values = torch.cat([values[:, 1:], torch.zeros_like(values[:, :1])], dim=1)
+    adv = gae_recursion(token_rewards.T, values.T, next_values.T, next_mask.T, gamma, lam).T * mask
     return adv, (adv + values) * mask
 
 

@@ -73,7 +73,7 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter", "data.task")
+SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter", "data.task", "classic.algorithm")
 """Config keys whose value is one registered piece's spec, `name` or `name(key=value, ...)`; a recipe may write
 it as a mapping `{name: {key: value}}`, and `key.name.param=value` overrides merge into it."""
 
@@ -144,6 +144,7 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 def spec_registries() -> dict[str, Any]:
     """The registry each piece-spec key resolves in."""
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+    from ascent.classic import CLASSIC
     from ascent.data.samplers import SAMPLERS
     from ascent.rollout.explorers import EXPLORERS
     from ascent.tasks import TASKS
@@ -155,6 +156,7 @@ def spec_registries() -> dict[str, Any]:
         "data.task": TASKS,
         "data.sampler": SAMPLERS,
         "rollout.explorer": EXPLORERS,
+        "classic.algorithm": CLASSIC,
     }
 
 
@@ -164,6 +166,8 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
     for key, registry in spec_registries().items():
         section, name = key.split(".")
         part = getattr(cfg, section)
+        if part is None:  # an optional section the run does not have (classic)
+            continue
         spec = registry.resolve(getattr(part, name), key=key).spec
         cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(part, **{name: spec})})
     return cfg
@@ -338,6 +342,10 @@ def validate(cfg: RunConfig) -> None:
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     _check_runtime(cfg)
+    if cfg.classic is not None:
+        from ascent.classic.checks import check_classic
+
+        check_classic(cfg.classic)
     no_warmstart = cfg.warmstart.steps == 0 and not cfg.warmstart.init_from
     if cfg.control.enabled and cfg.control.kind == "imitation" and no_warmstart:
         raise ConfigError(

@@ -353,6 +353,42 @@ class AgentRunConfig:
 
 
 @dataclass(frozen=True)
+class ClassicConfig:
+    """A classic online deep-RL run on a Gymnasium environment (`ascent.classic`, docs/classic.md); when a
+    recipe has this section, `ascent train` runs it instead of the language-model pipeline."""
+
+    env: str = "CartPole-v1"
+    """Gymnasium environment id (`pip install 'ascent[classic]'`; MuJoCo ids such as Hopper-v5 need mujoco)."""
+    algorithm: str = "ppo"
+    """The algorithm and its parameters, `name` or `name(key=value, ...)` (`ascent list classic --params`), e.g.
+    `ppo(n_steps=32)`; in YAML also `{ppo: {n_steps: 32}}`."""
+    num_envs: int = 1
+    """Environments stepped together (one vector step = num_envs environment steps)."""
+    total_steps: int = 100_000
+    """Environment steps to train for (summed over the environments; PPO rounds up to whole rollouts)."""
+    normalize_obs: bool = False
+    """Normalise observations by running mean and std (VecNormalize-style; the statistics are checkpointed)."""
+    normalize_reward: bool = False
+    """Scale rewards by the running std of the discounted return (gamma: the algorithm's)."""
+    clip_obs: float = 10.0
+    """Normalised observations are clipped to [-clip_obs, clip_obs]."""
+    clip_reward: float = 10.0
+    """Normalised rewards are clipped to [-clip_reward, clip_reward]."""
+    eval_episodes: int = 10
+    """Episodes of the final deterministic evaluation (their mean return is summary.json's final_return)."""
+    eval_every: int = 0
+    """Evaluate every this many environment steps during training too (0: only at the end)."""
+    log_every: int = 1000
+    """A metrics line after the first iteration that reaches each multiple of this many environment steps."""
+    checkpoint_every: int = 0
+    """Checkpoint every this many environment steps (0: only at the end and at --stop-at)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept (the newest)."""
+    device: str = "cpu"
+    """Where the networks live (cpu is usually fastest for these small MLPs)."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole run: recipe plus overrides."""
 
@@ -401,6 +437,8 @@ class RunConfig:
     actors sampling ahead of the learner within ray.max_staleness versions; `ascent.runtime`)."""
     ray: RayConfig = field(default_factory=lambda: RayConfig())  # RayConfig is defined just below
     """Ray runtime settings (runtime=ray)."""
+    classic: Optional[ClassicConfig] = None
+    """A classic online deep-RL run on Gymnasium (`ascent.classic`); None: a language-model run."""
 
 
 @dataclass(frozen=True)
