@@ -24,8 +24,9 @@ from typing import Any, Callable
 
 EVAL_EPISODES = 10
 """Deterministic evaluation episodes at the end of training (the same protocol as ascent's summary.json)."""
-EVAL_SEED = 1_000_000
-"""Evaluation episode i of a run with seed s resets with seed EVAL_SEED + 1000 * s + i (never a training seed)."""
+EVAL_SEED_OFFSET = 10_000
+"""Evaluation episode i of a run with seed s resets with seed s + EVAL_SEED_OFFSET + i: the same start states as
+ascent's evaluation (`ascent.classic.loop.EVAL_SEED_OFFSET`)."""
 
 
 def linear(start: float) -> Callable[[float], float]:
@@ -170,7 +171,7 @@ def evaluate(model: Any, venv: Any, env_id: str, seed: int) -> list[float]:
     env = gym.make(env_id)
     returns = []
     for i in range(EVAL_EPISODES):
-        obs, _ = env.reset(seed=EVAL_SEED + 1000 * seed + i)
+        obs, _ = env.reset(seed=seed + EVAL_SEED_OFFSET + i)
         total, done = 0.0, False
         while not done:
             x = normalize(np.asarray(obs)) if normalize else obs
