@@ -13,8 +13,8 @@ The runs alternate sides, ascent then SB3 for each seed (ABAB; `--order abba` sw
 the machine's drift (20-40% between minutes on a shared 2-vCPU VM) hits both sides alike, and only one run is
 on the machine at a time. Both sides get the same thread count (`--threads`, default 1: torch's intra-op threads
 and OMP/MKL_NUM_THREADS in the child's environment). Evaluation is the same protocol on both sides: the mean
-undiscounted return of 10 deterministic episodes on a fresh environment after training (each side seeds its own
-evaluation episodes). The wall time compared is each side's own training time (`wall_seconds`: SB3's
+undiscounted return of 10 deterministic episodes on fresh environments after training, episode i reset with seed
+S + 10000 + i on both sides (the same start states). The wall time compared is each side's own training time (`wall_seconds`: SB3's
 `learn()`, ascent's training loop), and the whole process's time measured from outside (imports, env
 construction and evaluation included) is printed beside it.
 
