@@ -14,7 +14,7 @@ import random
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Optional
 
 import torch
 from safetensors.torch import save_file
@@ -96,10 +96,27 @@ def batches(pairs: list[PreferencePair], size: int, seed: int):
 
 
 def fit(
-    job: RewardModelJob, rm: RewardModel, tokenizer: Any, train: list[PreferencePair], held: list[PreferencePair]
+    job: RewardModelJob,
+    rm: RewardModel,
+    tokenizer: Any,
+    train: list[Any],
+    held: list[Any],
+    batch_loss: Optional[Callable[[list[Any]], tuple[torch.Tensor, dict[str, float]]]] = None,
+    held_out: Optional[Callable[[], dict[str, float]]] = None,
 ) -> dict[str, Any]:
-    """Train `rm` for `rm.steps` optimizer steps; returns the final metrics and the held-out accuracy curve."""
+    """Train `rm` for `rm.steps` optimizer steps; returns the final held-out metrics, their curve, the last step's
+    training metrics and the max length. By default on preference pairs (Bradley–Terry loss, held-out pair
+    accuracy); `batch_loss(examples) -> (loss, metrics)` and `held_out() -> metrics` train on other examples
+    (the process reward model of `ascent train-prm`)."""
     cfg, max_length = job.rm, job.rm.max_length or int(rm.lm.config.max_position_embeddings)
+
+    def pair_loss(micro: list[PreferencePair]) -> tuple[torch.Tensor, dict[str, float]]:
+        return pair_batch_loss(rm, tokenizer, micro, max_length, cfg.use_margin)
+
+    def pair_scores() -> dict[str, float]:
+        return {"pair_accuracy": pair_accuracy(rm, tokenizer, held, cfg.score_micro_batch_size, max_length)}
+
+    batch_loss, held_out = batch_loss or pair_loss, held_out or pair_scores
     opt = make_optimizer(rm, cfg.optim)
     sched = make_scheduler(opt, cfg.optim, cfg.steps)
     draw, curve, metrics = batches(train, cfg.batch_size, job.rm_seed), [], {}
@@ -108,23 +125,33 @@ def fit(
         batch, sums = next(draw), {}
         for i in range(0, len(batch), cfg.micro_batch_size):
             micro = batch[i : i + cfg.micro_batch_size]
-            loss, m = pair_batch_loss(rm, tokenizer, micro, max_length, cfg.use_margin)
+            loss, m = batch_loss(micro)
             (loss * len(micro) / len(batch)).backward()
             sums = {k: sums.get(k, 0.0) + v * len(micro) / len(batch) for k, v in m.items()}
         norm, _ = clip_and_step(rm, opt, sched, cfg.optim.grad_clip)
         metrics = {**sums, "rm/grad_norm": norm}
         if step == cfg.steps or (cfg.eval_every and step % cfg.eval_every == 0):
-            acc = pair_accuracy(rm, tokenizer, held, cfg.score_micro_batch_size, max_length)
-            curve.append({"step": step, "pair_accuracy": acc})
+            scores = held_out()
+            curve.append({"step": step, **scores})
+            shown = "  ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.endswith(("/loss", "/accuracy")))
             console.print(
-                f"rm step {step}/{cfg.steps}  loss {metrics['rm/loss']:.4f}  train acc {metrics['rm/accuracy']:.3f}"
-                f"  held-out pair accuracy {acc:.3f}"
+                f"rm step {step}/{cfg.steps}  {shown}  held-out "
+                + "  ".join(f"{k.replace('_', ' ')} {v:.3f}" for k, v in scores.items())
             )
-    return {"pair_accuracy": curve[-1]["pair_accuracy"], "curve": curve, "last_step": metrics, "max_length": max_length}
+            rm.train()
+    return {**scores, "curve": curve, "last_step": metrics, "max_length": max_length}
 
 
-def save_reward_model(out: Path, rm: RewardModel, tokenizer: Any, meta: dict[str, Any], pairs: dict[str, list]) -> Path:
-    """Write the reward-model folder atomically (see ascent.rewards.reward_model); LoRA adapters are merged."""
+def save_reward_model(
+    out: Path,
+    rm: RewardModel,
+    tokenizer: Any,
+    meta: dict[str, Any],
+    pairs: dict[str, list],
+    write_extra: Optional[Callable[[Path], None]] = None,
+) -> Path:
+    """Write the reward-model folder atomically (see ascent.rewards.reward_model); LoRA adapters are merged;
+    `write_extra(folder)` adds files of its own (the step data of a process reward model)."""
     lm = rm.lm
     if rm.trunk is not lm.base_model and hasattr(rm.trunk, "merge_and_unload"):
         rm.trunk.merge_and_unload()  # folds the adapters into lm's own layers, in place
@@ -135,6 +162,8 @@ def save_reward_model(out: Path, rm: RewardModel, tokenizer: Any, meta: dict[str
         save_file({k: v.detach().cpu().contiguous() for k, v in rm.head.state_dict().items()}, str(tmp / HEAD_FILE))
         for name, rows in pairs.items():
             write_pairs(rows, tmp / f"pairs.{name}.jsonl")
+        if write_extra is not None:
+            write_extra(tmp)
         (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
 
     return save_folder_atomic(out, write)
