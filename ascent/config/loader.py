@@ -371,11 +371,14 @@ def validate(cfg: RunConfig) -> None:
 def _check_reward_models(specs: list[str]) -> None:
     """A `reward=rm:PATH` must name a reward model folder (`ascent train-rm`): fail now, not when the run starts
     scoring (its weights load when the reward runner is built)."""
+    from ascent.rewards.judge import check_judge_spec
     from ascent.rewards.reward_model import read_meta
 
     for spec in specs:
         if isinstance(spec, str) and spec.startswith("rm:"):
             read_meta(Path(spec[len("rm:") :].split("(")[0]))
+        elif isinstance(spec, str):
+            check_judge_spec(spec)  # a `judge(...)`'s parameters and model path
 
 
 def _check_agent(cfg: RunConfig) -> None:

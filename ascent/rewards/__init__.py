@@ -4,6 +4,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, meta_tags, round_discount
     constraints,
     games,  # noqa: F401,E402 - game_won, game_score
+    judge,  # noqa: F401,E402 - judge (a generative judge LM with voting)
     lp_solver,
     reward_model,  # noqa: F401,E402 - reward_model (rm:PATH)
     sandbox,  # noqa: F401,E402 - code_tests

@@ -295,6 +295,8 @@ class RewardRunner:
         for k, name in enumerate(self.names):
             if len(self.names) > 1 and has[:, k].any():
                 stats[f"reward/{name}"] = float(comps[has[:, k], k].mean())
+        for fn in self.fns:  # rewards that report on themselves (e.g. `judge`: failed judgements, cache hits)
+            stats.update(fn.metrics() if hasattr(fn, "metrics") else {})
         return RewardResult(rewards=total, valid=valid, components=comps, stats=stats)
 
 
