@@ -2,11 +2,14 @@
 
 ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
 ascent train-rm [RECIPE] [pairs.KEY=VALUE | rm.KEY=VALUE | key=value ...]
+ascent make-steps [RECIPE] [prm.KEY=VALUE | key=value ...] [--out DIR]
+ascent train-prm [RECIPE] [prm.KEY=VALUE | rm.KEY=VALUE | key=value ...]
+ascent train-pref [RECIPE] [pairs.KEY=VALUE | pref.KEY=VALUE | key=value ...]
 ascent make-pairs [RECIPE] [pairs.KEY=VALUE | key=value ...] [--out DIR]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
-ascent list [advantages|losses|filters|rewards|recipes|tasks|backends] [--params]
+ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference] [--params]
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
@@ -103,6 +106,56 @@ def cmd_train_rm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _prm_job(args: argparse.Namespace):
+    from ascent.config import ConfigError
+    from ascent.config.process_reward import load_prm_job
+
+    recipes = [a for a in args.items if "=" not in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    return load_prm_job(recipes[0] if recipes else "default", [a for a in args.items if "=" in a])
+
+
+def cmd_make_steps(args: argparse.Namespace) -> int:
+    from ascent.app.train_prm import make_steps, write_steps
+
+    job = _prm_job(args)
+    out = Path(args.out) if args.out else Path("steps") / job.run.name
+    train, held = make_steps(job)
+    files = {
+        "train": str(write_steps(train, out / "steps.train.jsonl")),
+        "eval": str(write_steps(held, out / "steps.eval.jsonl")),
+    }
+    counts = {"train_trajectories": len(train), "eval_trajectories": len(held)}
+    print(json.dumps({**files, **counts, "train_steps": sum(len(r.ends) for r in train)}, indent=2))
+    return 0
+
+
+def cmd_train_prm(args: argparse.Namespace) -> int:
+    from ascent.app.train_prm import train_prm
+
+    job = _prm_job(args)
+    meta = train_prm(job)
+    keys = ("step_accuracy", "step_auroc", "train_trajectories", "train_steps", "held_out_steps", "seconds")
+    print(json.dumps({"process_reward_model": str(job.out_dir), **{k: meta[k] for k in keys}}, indent=2))
+    return 0
+
+
+def cmd_train_pref(args: argparse.Namespace) -> int:
+    from ascent.app.train_pref import train_pref
+    from ascent.config import ConfigError
+    from ascent.config.preference import load_pref_job
+
+    recipes = [a for a in args.items if "=" not in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    job = load_pref_job(recipes[0] if recipes else "default", [a for a in args.items if "=" in a])
+    summary = train_pref(job)
+    keys = ("loss", "accuracy_before", "accuracy_after", "pair_accuracy_before", "pair_accuracy_after", "wall_seconds")
+    print(json.dumps({"run": str(job.out_dir), **{k: summary[k] for k in keys}}, indent=2))
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from ascent.app.pipeline import evaluate, prepare
     from ascent.app.runs import find_config, read_run_config
@@ -160,6 +213,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+    from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.config.loader import read_recipe, recipe_names
     from ascent.data.samplers import SAMPLERS
     from ascent.rewards import REWARDS
@@ -176,6 +230,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "rewards": REWARDS,
         "tasks": TASKS,
         "backends": ENGINES,
+        "preference": PREFERENCE_LOSSES,
     }
     kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
@@ -207,7 +262,18 @@ def params_lines(params: list[tuple[str, str, object, str]]) -> list[str]:
     ]
 
 
-LIST_KINDS = ["advantages", "losses", "filters", "samplers", "explorers", "rewards", "recipes", "tasks", "backends"]
+LIST_KINDS = [
+    "advantages",
+    "losses",
+    "filters",
+    "samplers",
+    "explorers",
+    "rewards",
+    "recipes",
+    "tasks",
+    "backends",
+    "preference",
+]
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -252,6 +318,25 @@ def parser() -> argparse.ArgumentParser:
     rm = sub.add_parser("train-rm", help="train a Bradley-Terry reward model from preference pairs (reward=rm:PATH)")
     rm.add_argument("items", **rm_items)
     rm.set_defaults(fn=cmd_train_rm)
+    prm_items = dict(rm_items, help="an agent recipe, then prm.* / rm.* and recipe overrides")
+    ms = sub.add_parser("make-steps", help="Math-Shepherd step labels: trajectories + Monte Carlo completions per step")
+    ms.add_argument("items", **prm_items)
+    ms.add_argument("--out", help="folder for steps.train.jsonl and steps.eval.jsonl (default steps/<recipe name>)")
+    ms.set_defaults(fn=cmd_make_steps)
+    pr = sub.add_parser("train-prm", help="train a process reward model on step labels (advantage prm(path=...))")
+    pr.add_argument("items", **prm_items)
+    pr.set_defaults(fn=cmd_train_prm)
+    pf = sub.add_parser(
+        "train-pref",
+        help="offline preference optimisation of the policy on pairs (DPO, IPO, SimPO; ascent eval reads it)",
+    )
+    pf.add_argument(
+        "items",
+        nargs="*",
+        metavar="RECIPE|key=value",
+        help="a recipe (task, model, evaluation; default: default), then pairs.* / pref.* and recipe overrides",
+    )
+    pf.set_defaults(fn=cmd_train_pref)
     e = sub.add_parser("eval", help="greedy accuracy and pass@k on the held-out set")
     e.add_argument("target", help="run directory or checkpoint folder")
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
@@ -324,7 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     hf_logging.disable_progress_bar()  # weight loading/saving bars would interleave with ascent's own
     p = parser()
     args, extra = p.parse_known_args(argv)
-    target = "items" if args.command in ("train", "compare", "make-pairs", "train-rm") else "overrides"
+    target = (
+        "items"
+        if args.command in ("train", "compare", "make-pairs", "train-rm", "train-pref", "make-steps", "train-prm")
+        else "overrides"
+    )
     stray = [a for a in extra if a.startswith("-") or not hasattr(args, target)]
     if stray:
         p.error(f"unrecognized arguments: {' '.join(stray)}")
