@@ -141,14 +141,22 @@ def _labelled(
     return pairs
 
 
-def teacher_options(task: TaskData, row: Row, rng: random.Random) -> list[str]:
-    """The row's answer (else the teacher's) and the teacher's answer where it differs, else a corruption."""
+def teacher_options(task: TaskData, row: Row, rng: random.Random, wrong: tuple[str, ...] = ("teacher",)) -> list[str]:
+    """The row's answer (else the teacher's), then the wrong candidates `wrong` asks for: the teacher's answer
+    where it differs (`teacher`), a corruption of the right answer (`corrupt`, and whenever nothing else is wrong).
+
+    >>> task = TaskData([], [], "exact_answer", teacher=lambda row, rng: "7")
+    >>> rng = random.Random(0)
+    >>> teacher_options(task, {"answer": "8"}, rng), len(teacher_options(task, {"answer": "7"}, rng))
+    (['8', '7'], 2)
+    """
     answer = str(row["answer"]) if "answer" in row else None
     said = task.teacher(row, rng) if task.teacher is not None else None
     if answer is None and said is None:
         raise DataError("pairs without pairs.policy need rows with an 'answer' field or a task with a teacher")
     right = answer if answer is not None else said
-    return [right, said if said is not None and said != right else corrupt(right, rng)]
+    out = [right] + ([said] if "teacher" in wrong and said is not None and said != right else [])
+    return out + ([corrupt(right, rng)] if "corrupt" in wrong or len(out) == 1 else [])
 
 
 def policy_options(job: RewardModelJob, task: TaskData, rows: list[Row], seed: int) -> list[list[str]]:
@@ -187,7 +195,7 @@ def pairs_from_rows(
         if job.pairs.policy is not None:
             options = policy_options(job, task, chunk, seed + i)
         else:
-            options = [teacher_options(task, row, rng) for row in chunk]
+            options = [teacher_options(task, row, rng, tuple(job.pairs.wrong)) for row in chunk]
         pairs += _labelled(runner, chunk, options, rng)
         if len(pairs) >= limit:
             break

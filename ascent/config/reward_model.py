@@ -32,6 +32,11 @@ class PairsConfig:
     """Sample the completions from this policy (a run directory, a checkpoint in one, or a HF folder) and pair a
     correct sample with a wrong one of the same prompt; None: pair the row's answer with the task teacher's wrong
     answer, or with a corrupted answer (one digit or character changed) when the teacher is right."""
+    wrong: list[str] = field(default_factory=lambda: ["teacher"])
+    """Without `policy`, where the wrong candidate comes from: `teacher` (the task teacher's answer where it errs,
+    else a corruption), `corrupt` (the right answer with one character changed), or both (the rejected one drawn
+    among them). A labeller that only ever sees the teacher's mistakes teaches their direction (dropped carries
+    make sums smaller, so "larger is better"), which RL on the reward model then exploits."""
     samples: int = 8
     """With `policy`: completions sampled per prompt (prompts whose samples are all right or all wrong give no
     pair)."""
@@ -62,6 +67,8 @@ class PairsConfig:
             raise ValueError("eval_file needs file (the training pairs); set pairs.file too")
         if self.file is not None and self.policy is not None:
             raise ValueError("pairs.file reads pairs, pairs.policy makes them: set one of the two")
+        if not self.wrong or set(self.wrong) - {"teacher", "corrupt"}:
+            raise ValueError(f"wrong must be a non-empty list of 'teacher' and/or 'corrupt', got {self.wrong}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 

@@ -82,6 +82,20 @@ def test_pairs_from_the_verifier_with_noisy_labels(tmp_path):
     assert read_pairs(tmp_path / "p.jsonl") == train
 
 
+def test_wrong_candidates_from_corruptions_balance_the_teachers_direction():
+    """The teacher only drops carries (its wrong sums are smaller); with `corrupt` too, the rejected answers are
+    larger than the right one about as often as smaller, so "larger is better" no longer fits the labels."""
+    pairs = {}
+    for wrong in ("[teacher]", "[teacher,corrupt]", "[corrupt]"):
+        job = load_rm_job("default", [*TINY_MODEL, "pairs.num_train=300", "pairs.num_eval=10", f"pairs.wrong={wrong}"])
+        pairs[wrong], _ = make_pairs(job)
+    smaller = {w: sum(int(p.rejected) < int(p.chosen) for p in ps) / len(ps) for w, ps in pairs.items()}
+    assert smaller["[teacher]"] > 0.6 and 0.3 < smaller["[corrupt]"] < 0.55, smaller
+    assert smaller["[corrupt]"] < smaller["[teacher,corrupt]"] < smaller["[teacher]"], smaller
+    with pytest.raises(ConfigError, match="wrong must be"):
+        load_rm_job("default", ["pairs.wrong=[oracle]"])
+
+
 def test_pairs_file_errors_name_the_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "1+1=", "chosen": "2", "rejected": "3"}\n{"prompt": "1+2=", "chosen": "3"}\n')
