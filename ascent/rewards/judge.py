@@ -265,9 +265,11 @@ def check_judge_spec(spec: str) -> None:
 
 @REWARDS.register("judge", params=JudgeParams)
 class GenerativeJudge:
-    """A local LM judges each completion k times (principles, critique, `Score: N` in [1, 10]); the reward is the
-    mean valid score mapped to [0, 1], r = (mean_j s_j − 1) / 9, None without `min_votes` valid judgements
-    (DeepSeek-GRM's pointwise generative reward with voting, Liu et al. 2025, arXiv:2504.02495).
+    """Generative judge: a local LM writes principles, a critique and a score, k times; reward = the vote.
+
+    Each judgement ends in `Score: N`, N in [1, 10]; the reward is the mean valid score mapped to [0, 1],
+    r = (mean_j s_j − 1) / 9, None without `min_votes` valid judgements (DeepSeek-GRM's pointwise generative reward
+    with voting, Liu et al. 2025, arXiv:2504.02495).
 
     Loaded once when the run starts (a missing model is a ConfigError then and at config load). All k x B
     judgements of a micro-batch are one rollout-engine call on `device` (None: the learner's, set through
