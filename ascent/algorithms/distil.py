@@ -28,12 +28,15 @@ class DistilParams:
 
 
 class DistilState(PieceState):
-    """The frozen teacher, loaded when the run starts (a bad path or tokenizer fails before any step)."""
+    """The frozen teacher, loaded when the run starts (a bad path or tokenizer fails before any step). Shared by
+    every loss whose parameters name a `teacher` (`distil`, `opd`)."""
 
-    def __init__(self, params: DistilParams, services: Any) -> None:
+    def __init__(self, params: Any, services: Any) -> None:
         super().__init__(params, services)
         self.teacher = services.load_frozen(params.teacher)
 
     @torch.no_grad()
     def token_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"teacher_logprobs": self.services.full_logprobs(self.teacher, input_ids, attention_mask)}  # (n, T, V)
+        full = self.services.full_logprobs(self.teacher, input_ids, attention_mask)  # (n, T, V)
+        token = full.gather(-1, input_ids.unsqueeze(-1)).squeeze(-1)  # (n, T) the sampled tokens' (opd, sampled)
+        return {"teacher_logprobs": full, "teacher_token_logprobs": token}

@@ -16,6 +16,14 @@ from ascent.algorithms.a_star import AStarParams, AStarState
 from ascent.algorithms.aggregate import aggregate, masked_mean
 from ascent.algorithms.distil import DistilParams, DistilState
 from ascent.algorithms.kl import kl_penalty
+from ascent.algorithms.opd import (
+    EdgeParams,
+    EdgeState,
+    OpdParams,
+    failed_rows,
+    reverse_kl_full,
+    reverse_kl_sampled,
+)
 from ascent.algorithms.types import LossInput
 from ascent.registry import Registry
 
@@ -379,3 +387,73 @@ def distil(inp: LossInput, cfg, params: Optional[DistilParams] = None) -> tuple[
         teacher_entropy = -(inp.teacher_logprobs.exp() * inp.teacher_logprobs).sum(-1)
         metrics = {"loss/policy": float(loss), "loss/distil_kl": float(masked_mean(ce - teacher_entropy, inp.mask))}
     return with_kl(loss, inp, cfg, metrics)
+
+
+def with_distillation(
+    term: torch.Tensor, inp: LossInput, cfg, rl: bool, kl: torch.Tensor, rows: torch.Tensor, name: str
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """`term` (the weighted distillation term), plus the PPO-clip loss when `rl` (else the reference KL
+    penalty, if any); metrics: loss/{name}_kl (the reverse KL (N, T) `kl` over the distilled rows `rows` (N,))
+    and loss/{name}_rows (their share)."""
+    with torch.no_grad():
+        on = inp.mask * rows[:, None]  # (N, T)
+        metrics = {
+            f"loss/{name}_kl": float(masked_mean(kl.detach(), on)),
+            f"loss/{name}_rows": float((rows * (inp.mask.sum(-1) > 0)).sum() / max(inp.mask.shape[0], 1)),
+            f"loss/{name}_term": float(term.detach()),
+        }
+    if not rl:
+        metrics["loss/policy"] = float(term.detach())
+        return with_kl(term, inp, cfg, metrics)
+    loss, rl_metrics = ppo_clip(inp, cfg)
+    return loss + term, {**rl_metrics, **metrics}
+
+
+@LOSSES.register("opd", params=OpdParams, state=DistilState)
+@requires("full_logits", "teacher", "rewards")
+def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """On-policy distillation: per-token reverse KL to a frozen teacher on the student's own samples (GKD,
+    Agarwal et al., 2024, arXiv:2306.13649, with the reverse KL as divergence and no teacher-generated data; the
+    on-policy distillation of Lu & Thinking Machines, 2025; HyperEyes' OPD on failed rollouts only, 2026).
+
+    estimator "full" (default): l_t = KL(pi || pi_T)(. | x_<t) = sum_v pi(v|x_<t) (log pi(v|x_<t) - log pi_T(v|x_<t))
+    over the full vocabulary, differentiated directly (zero gradient exactly where pi = pi_T).
+    estimator "sampled": l_t = sg(log pi(y_t) - log pi_T(y_t)) * pi/pi_old(y_t): policy gradient with the
+    per-token advantage log pi_T(y_t) - log pi(y_t) of the sampled token.
+    With `only_failed`, only rows whose reward < `threshold` distil (HyperEyes); with `rl`, the PPO-clip loss on
+    the run's advantages is added: l = ppo_clip + coef * aggregate(l_t), else l = coef * aggregate(l_t) (+ the
+    reference KL penalty when kl_coef > 0). The teacher (`opd(teacher=PATH)`, distil's state `DistilState`)
+    must share the student's tokenizer. `loss/opd_kl` is the exact per-token reverse KL on the distilled rows.
+    """
+    p = params if params is not None else OpdParams(teacher="(test)")
+    _need(inp, "opd", "logits", "teacher_logprobs", "rewards")
+    exact = reverse_kl_full(inp.logits, inp.teacher_logprobs)  # (N, T)
+    if p.estimator == "full":
+        kl_mat = exact
+    else:
+        _need(inp, "opd", "teacher_token_logprobs")
+        kl_mat, _ = reverse_kl_sampled(inp.logprobs, inp.old_logprobs, inp.teacher_token_logprobs)
+    rows = failed_rows(inp.rewards, p.threshold) if p.only_failed else torch.ones_like(inp.rewards)  # (N,)
+    term = p.coef * _reduce(kl_mat * rows[:, None], inp, cfg)
+    return with_distillation(term, inp, cfg, p.rl, exact, rows, "opd")
+
+
+@LOSSES.register("edge", params=EdgeParams, state=EdgeState)
+@requires("edge")
+def edge(inp: LossInput, cfg, params: EdgeParams = EdgeParams()) -> tuple[torch.Tensor, dict[str, float]]:
+    """EDGE's loss (Experience-Distillation for Guided Exploration, 2026; with the `edge` explorer): the RL loss
+    on the whole group plus reverse KL from the experience-free policy to the experience-conditioned one, on the
+    policy's own samples (its empirical support):
+
+        l = ppo_clip + coef * aggregate(sg(log pi(y_t | x) - log pi(y_t | e, x)) * pi/pi_old(y_t | x))
+
+    over the experience-free rows of the groups whose experience e had a positive marginal gain (the explorer
+    decides and records, per row, `distil_rows` and the conditioned log-probs `teacher_token_logprobs`, taken
+    without grad at sampling time). The sampled-token estimator of `opd`; the teacher is the policy itself with
+    the experience in its context, so no second model is loaded. `rl=false` keeps the distillation term only.
+    """
+    _need(inp, "edge", "teacher_token_logprobs", "distil_rows")
+    kl_mat, k1 = reverse_kl_sampled(inp.logprobs, inp.old_logprobs, inp.teacher_token_logprobs)
+    rows = inp.distil_rows.to(kl_mat.dtype)  # (N,)
+    term = params.coef * _reduce(kl_mat * rows[:, None], inp, cfg)
+    return with_distillation(term, inp, cfg, params.rl, k1, rows, "edge")

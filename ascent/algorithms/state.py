@@ -87,7 +87,8 @@ class PieceState:
         return {}
 
     def sequence_inputs(self, batch: Any) -> dict[str, torch.Tensor]:
-        """Per-sequence (N,) `LossInput` fields for this rollout batch (sliced per micro-batch by the learner)."""
+        """Per-sequence (N,) or token-aligned (N, T) `LossInput` fields for this rollout batch (sliced per
+        micro-batch, and a (N, T) one trimmed to the micro-batch's width, by the learner)."""
         return {}
 
     def begin_update(self, batch: Any, rewards: torch.Tensor, valid: torch.Tensor, mask: torch.Tensor) -> None:

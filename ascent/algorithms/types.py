@@ -60,3 +60,7 @@ class LossInput:
     the distribution of token t given the tokens before it (aligned like `logprobs`; position 0 is 0)."""
     teacher_logprobs: Optional[torch.Tensor] = None
     """(N, T, V) full-vocabulary log-softmax of the frozen teacher, aligned like `logits` ("teacher")."""
+    teacher_token_logprobs: Optional[torch.Tensor] = None
+    """(N, T) a teacher's log-probs of the sampled tokens (EDGE: the policy conditioned on an experience)."""
+    distil_rows: Optional[torch.Tensor] = None
+    """(N,) float: 1 on the rows a distillation term applies to (EDGE: experience-free rows of admitted groups)."""

@@ -19,7 +19,9 @@ from typing import Any, Optional
 
 import torch
 
+from ascent.algorithms.opd import EDGE_CONDITIONED, EDGE_DISTIL, EDGE_TEACHER
 from ascent.data.samplers import Draw, draw_rng
+from ascent.policy.model import token_logprobs
 from ascent.registry import Registry
 from ascent.rollout.batch import concat_batches
 from ascent.rollout.types import RolloutBatch, SamplingSettings
@@ -932,3 +934,225 @@ class BranchExplorer(Explorer):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             self.rounds, self.last = state["rounds"], dict(state["last"])
+
+
+# edge: EDGE's experience-conditioned half-groups.
+
+
+@dataclass(frozen=True)
+class EdgeExplorerParams:
+    """EDGE: half of each group sees an experience from a co-evolving bank; the marginal gain decides."""
+
+    share: float = 0.5
+    """Share of a group sampled with the experience in the prompt: k = max(1, round(share · n)), at most n − 1."""
+    threshold: float = 1.0
+    """A sample is a success when its reward is >= this (new bank entries come from successes)."""
+    experiences: str = ""
+    """A text file of seed experiences, one per line (guidance written by hand); "": the bank starts empty."""
+    template: str = "{experience} {prompt}"
+    """How an experience enters the prompt; must contain {experience} and {prompt}."""
+    bank_size: int = 64
+    """Experiences kept; beyond it the one with the lowest mean gain (the oldest on ties) leaves; >= 1."""
+    learn: bool = True
+    """Grow the bank from the policy's own successes on rows it also failed (worked examples of failure modes)."""
+    min_uses: int = 4
+    """An experience is pruned once used this many times with a mean marginal gain <= `prune_below`; >= 1."""
+    prune_below: float = 0.0
+    """Mean marginal gain at or below which a used experience is pruned."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.share < 1.0:
+            raise ValueError(f"share must be in (0, 1), got {self.share}")
+        if "{experience}" not in self.template or "{prompt}" not in self.template:
+            raise ValueError(f"template must contain {{experience}} and {{prompt}}, got {self.template!r}")
+        if self.bank_size < 1 or self.min_uses < 1:
+            raise ValueError(f"bank_size and min_uses must be >= 1, got {self.bank_size}, {self.min_uses}")
+
+
+@dataclass
+class Experience:
+    """A bank entry: guidance text, the row it came from (-1: a seed), and its record of marginal gains."""
+
+    text: str
+    row: int = -1
+    uses: int = 0
+    gain_sum: float = 0.0
+    born: int = 0
+    """The round it entered the bank (ties in eviction: the oldest leaves)."""
+
+    @property
+    def gain(self) -> float:
+        return self.gain_sum / self.uses if self.uses else 0.0
+
+
+def marginal_gains(
+    rewards: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, conditioned: torch.Tensor
+) -> dict[int, float]:
+    """Per group with valid samples in both halves: mean reward of its experience-conditioned samples minus
+    mean reward of its experience-free ones (EDGE's marginal gain, from the group's own samples).
+
+    >>> r = torch.tensor([1.0, 0.0, 1.0, 1.0, 0.0, 1.0]); v = torch.ones(6, dtype=torch.bool)
+    >>> g = torch.tensor([0, 0, 0, 1, 1, 1]); c = torch.tensor([False, False, True, False, True, True])
+    >>> marginal_gains(r, v, g, c)
+    {0: 0.5, 1: -0.5}
+    """
+    out = {}
+    for g in group_index.unique().tolist():
+        cond = (group_index == g) & valid & conditioned
+        free = (group_index == g) & valid & ~conditioned
+        if cond.any() and free.any():
+            out[g] = float(rewards[cond].mean() - rewards[free].mean())
+    return out
+
+
+@EXPLORERS.register("edge", params=EdgeExplorerParams)
+class EdgeExplorer(Explorer):
+    """EDGE (Experience-Distillation for Guided Exploration, 2026, github.com/xvolcano02/EDGE): each group is
+    split into an experience-conditioned part (k = max(1, round(share · n)) samples whose prompt carries an
+    experience e from the bank, `template`) and an experience-free part (n − k samples of the plain prompt).
+    Once scored (`amend`), the group's marginal gain Δ = mean r(conditioned) − mean r(free) is estimated from
+    these same samples (no extra sampling). Δ > 0: the experience is admitted, and for each free sample y the
+    policy's log-probs with the experience in context, log π(y_t | e, x), are computed without grad and
+    recorded (`RolloutBatch.extras`) as the target of the `edge` loss's reverse KL on the policy's own samples;
+    the conditioned samples stay in the group with the experience cut out of their prompt (their
+    `sampled_logprobs` are the conditioned distribution's: pair with `algorithm.tis_cap`). Δ <= 0: the
+    conditioned samples leave the loss (`valid` False) and nothing is distilled.
+
+    The experience bank co-evolves: seed entries from `experiences` (a file, one per line); with `learn`, a
+    success on a row whose group also failed becomes a worked example "prompt + completion" (the small-scale
+    reading of EDGE's reflector, which writes guidance from failure modes with an LLM; none here), never shown
+    for its own row (that would be the answer); an entry used `min_uses` times with mean Δ <= `prune_below` is
+    pruned, and a full bank drops its lowest-gain entry. Choices: one experience per group, a seeded random
+    pick (run seed, round count); groups of size 1, or with no usable entry, are sampled plain. Use with
+    `algorithm.loss=edge`. Logged: `explore/edge_conditioned`, `edge_admitted`, `edge_gain_mean`, `edge_bank`.
+    """
+
+    off_policy = True
+
+    def __init__(self, ctx: ExplorerContext, params: EdgeExplorerParams = EdgeExplorerParams()) -> None:
+        self.ctx, self.params = ctx, params
+        self.rounds = 0
+        self.bank: list[Experience] = []
+        if params.experiences:
+            with open(params.experiences, encoding="utf-8") as f:
+                self.bank = [Experience(line.strip()) for line in f if line.strip()][: params.bank_size]
+        self.used: dict[int, Experience] = {}  # group -> the experience its conditioned samples saw (last round)
+        self.last: dict[str, float] = {}
+
+    def collect(self, draw: Draw, generator: torch.Generator) -> RolloutBatch:
+        rng = draw_rng("edge", self.ctx.seed, self.rounds)
+        self.rounds += 1
+        ctx, p = self.ctx, self.params
+        requests, ids, conditioned, self.used = [], [], [], {}
+        for g, (row, n) in enumerate(zip(draw.indices, group_sizes(draw, ctx.samples_per_prompt))):
+            prompt = ctx.rows[row]["prompt"]
+            options = [e for e in self.bank if e.row != row]
+            if n < 2 or not options:
+                requests, ids, conditioned = (
+                    requests + [Request(g, row, [], n)],
+                    ids + [ctx.encoder(prompt)],
+                    [*conditioned, False],
+                )
+                continue
+            k = min(n - 1, max(1, round(p.share * n)))
+            e = self.used[g] = options[rng.randrange(len(options))]
+            requests += [Request(g, row, [], n - k), Request(g, row, [], k)]
+            ids += [ctx.encoder(prompt), ctx.encoder(p.template.format(experience=e.text, prompt=prompt))]
+            conditioned += [False, True]
+        pieces = sample_pieces(ctx, requests, ids, generator)
+        plain = [ctx.encoder(ctx.rows[r.row]["prompt"]) for r in requests]
+        batch = assemble_with_prefix(ctx, requests, plain, pieces)  # the experience is cut out of every prompt
+        flags = torch.tensor([c for c, r in zip(conditioned, requests) for _ in range(r.n)], dtype=torch.bool)  # (N,)
+        batch.extras.update({EDGE_CONDITIONED: flags, EDGE_DISTIL: torch.zeros(len(batch))})
+        batch.extras[EDGE_TEACHER] = torch.zeros_like(batch.sampled_logprobs)  # (N, T), filled in `amend`
+        self.last = {"edge_conditioned": float(flags.sum()), "edge_bank": float(len(self.bank))}
+        return batch
+
+    def amend(
+        self, batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Tensor, components: torch.Tensor
+    ) -> tuple[RolloutBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Estimate each group's marginal gain; admitted groups get their free samples' distillation targets,
+        the others lose their conditioned samples; the bank records the gains and learns (on copies)."""
+        cond = batch.extras[EDGE_CONDITIONED]
+        gains = marginal_gains(rewards, valid, batch.group_index, cond)
+        batch, valid = batch.select(torch.arange(len(batch))), valid.clone()
+        admitted = [g for g, d in gains.items() if d > 0 and g in self.used]
+        for g in self.used:
+            rows = batch.group_index == g
+            if g not in admitted:
+                valid[rows & cond] = False  # a conditioned sample whose experience did not help leaves the loss
+        distil = torch.isin(batch.group_index, torch.tensor(admitted, dtype=torch.long)) & ~cond & valid  # (N,)
+        batch.extras[EDGE_DISTIL] = distil.float()
+        batch.extras[EDGE_TEACHER] = self.conditioned_logprobs(batch, distil)
+        self.update_bank(batch, rewards, valid, cond, gains)
+        d = [gains[g] for g in self.used if g in gains]
+        self.last.update(edge_admitted=float(len(admitted)), edge_gain_mean=sum(d) / len(d) if d else 0.0)
+        self.last["edge_bank"] = float(len(self.bank))
+        return batch, rewards, valid, components
+
+    @torch.no_grad()
+    def conditioned_logprobs(self, batch: RolloutBatch, distil: torch.Tensor) -> torch.Tensor:
+        """(N, T) log π(y_t | e, x) of the sampled tokens of the rows in `distil`, at the batch's positions
+        (the policy's forward on experience + prompt + completion, at the sampling temperature); 0 elsewhere."""
+        ctx, out = self.ctx, torch.zeros_like(batch.sampled_logprobs)
+        rows = distil.nonzero().squeeze(-1).tolist()
+        if not rows:
+            return out
+        seqs, starts = [], []
+        for i in rows:
+            row, start, end = int(batch.row_index[i]), prompt_length(ctx, batch, i), int(batch.attention_mask[i].sum())
+            text = self.params.template.format(
+                experience=self.used[int(batch.group_index[i])].text, prompt=ctx.rows[row]["prompt"]
+            )
+            prefix = ctx.encoder(text)
+            seqs.append(prefix + batch.input_ids[i, start:end].tolist())
+            starts.append((len(prefix), start, end - start))
+        width = max(len(s) for s in seqs)
+        ids = torch.zeros((len(seqs), width), dtype=torch.long)
+        att = torch.zeros((len(seqs), width), dtype=torch.long)
+        for j, s in enumerate(seqs):
+            ids[j, : len(s)], att[j, : len(s)] = torch.tensor(s), 1
+        model = ctx.policy.model
+        model.eval()
+        dev = next(model.parameters()).device
+        lp = token_logprobs(model, ids.to(dev), att.to(dev), ctx.settings.temperature or 1.0).float().cpu()  # (n, W)
+        for j, (i, (cs, bs, c)) in enumerate(zip(rows, starts)):
+            out[i, bs : bs + c] = lp[j, cs : cs + c]
+        return out
+
+    def update_bank(
+        self,
+        batch: RolloutBatch,
+        rewards: torch.Tensor,
+        valid: torch.Tensor,
+        cond: torch.Tensor,
+        gains: dict[int, float],
+    ) -> None:
+        """Record each used experience's gain, prune the unhelpful ones, and (`learn`) add worked examples."""
+        p = self.params
+        for g, e in self.used.items():
+            if g in gains:
+                e.uses, e.gain_sum = e.uses + 1, e.gain_sum + gains[g]
+        self.bank = [e for e in self.bank if not (e.uses >= p.min_uses and e.gain <= p.prune_below)]
+        if not p.learn or batch.row_index is None:
+            return
+        success = valid & (rewards >= p.threshold)
+        for g in batch.group_index.unique().tolist():
+            members = (batch.group_index == g).nonzero().squeeze(-1)
+            free_failed = bool((valid[members] & ~success[members] & ~cond[members]).any())
+            wins = [int(i) for i in members if bool(success[i])]
+            if free_failed and wins:
+                i, row = wins[0], int(batch.row_index[wins[0]])
+                text = batch.prompts[i] + batch.completions[i]
+                if all(e.text != text for e in self.bank):
+                    self.bank.append(Experience(text, row=row, born=self.rounds))
+        while len(self.bank) > p.bank_size:
+            self.bank.remove(min(self.bank, key=lambda e: (e.gain, e.born)))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rounds": self.rounds, "bank": [asdict(e) for e in self.bank], "last": dict(self.last)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            self.rounds, self.last = state["rounds"], dict(state["last"])
+            self.bank = [Experience(**e) for e in state["bank"]]

@@ -47,7 +47,7 @@ class MicroBatch:
     sampled_logprobs: torch.Tensor  # (n, T)
     completion_mask: torch.Tensor  # (n, T) sampled tokens, valid or not
     prompt_group: torch.Tensor  # (n,) the prompt each row answers (rows sharing one are forwarded once)
-    sequence: dict[str, torch.Tensor] = field(default_factory=dict)  # (n,) each: per-sequence LossInput fields
+    sequence: dict[str, torch.Tensor] = field(default_factory=dict)  # (n,) or token-aligned (n, T) LossInput fields
 
 
 class Learner:
@@ -332,7 +332,7 @@ class Learner:
                 batch.sampled_logprobs[sub, :width].to(dev),
                 batch.completion_mask[sub, :width].to(dev),
                 batch.group_index[sub].to(dev),
-                {k: v[sub].to(dev) for k, v in seq.items()},
+                {k: (v[sub, :width] if v.dim() == 2 else v[sub]).to(dev) for k, v in seq.items()},  # (n,) / (n, T)
             )
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:

@@ -96,8 +96,8 @@ def test_bfloat16_rollouts_learn_with_tis(seven_task):
 
 
 @pytest.mark.parametrize(
-    "loss", [name for name in LOSSES.names() if name != "distil"]
-)  # distil needs a teacher: test_distil_*
+    "loss", [name for name in LOSSES.names() if name not in ("distil", "opd", "edge")]
+)  # distil and opd need a teacher (test_distil_*, tests/trainer/test_opd_edge.py), edge its explorer
 @pytest.mark.parametrize("agg", AGG_MODES)
 def test_every_loss_and_aggregation_updates(seven_task, loss, agg):
     spec = "a_star_po(k=1)" if loss == "a_star_po" else loss  # one reference sample per prompt for V*
