@@ -19,6 +19,7 @@ from ascent.rewards.judge import (
     Judgement,
     JudgementCache,
     parse_judgement,
+    resolve_judge_model,
     vote,
 )
 from ascent.rewards.runner import RewardRunner, resolve_reward
@@ -169,3 +170,17 @@ def test_bad_specs_are_config_errors(tmp_path):
     with pytest.raises(ConfigError, match="is not a model"):  # at config load, before any weights
         load_config("default", [f"reward=judge(model={str(tmp_path)!r})"])
     assert "judge" in REWARDS and {p[0] for p in REWARDS.params_help("judge")} >= {"model", "k", "cache_size"}
+
+
+def test_run_directory_resolves_to_its_latest_checkpoint_else_its_warm_start(tmp_path):
+    run = tmp_path / "run"
+    (run / "warmstart").mkdir(parents=True)
+    (run / "config.yaml").write_text("name: run\n")
+    (run / "warmstart" / "config.json").write_text("{}")
+    assert resolve_judge_model(str(run)) == run / "warmstart"
+    step = run / "checkpoints" / "step_000004"
+    step.mkdir(parents=True)
+    (step / "adapter_config.json").write_text("{}")  # a LoRA checkpoint
+    (run / "checkpoints" / "latest").write_text("step_000004\n")
+    assert resolve_judge_model(str(run)) == step
+    assert resolve_judge_model(str(step)) == step
