@@ -220,6 +220,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     from ascent.rollout.backends import ENGINES
     from ascent.rollout.explorers import EXPLORERS
     from ascent.tasks import TASKS
+    from ascent.trainer.warmstart_data import WARMSTART_DATA
 
     registries = {
         "advantages": ADVANTAGES,
@@ -231,6 +232,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "tasks": TASKS,
         "backends": ENGINES,
         "preference": PREFERENCE_LOSSES,
+        "warmstart-data": WARMSTART_DATA,
     }
     kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
@@ -273,6 +275,7 @@ LIST_KINDS = [
     "tasks",
     "backends",
     "preference",
+    "warmstart-data",
 ]
 
 

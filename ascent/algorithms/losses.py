@@ -414,7 +414,8 @@ def with_distillation(
 def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
     """On-policy distillation: per-token reverse KL to a frozen teacher on the student's own samples (GKD,
     Agarwal et al., 2024, arXiv:2306.13649, with the reverse KL as divergence and no teacher-generated data; the
-    on-policy distillation of Lu & Thinking Machines, 2025; HyperEyes' OPD on failed rollouts only, 2026).
+    on-policy distillation of Lu & Thinking Machines, 2025, a blog post; on failed rollouts only as in HyperEyes,
+    Li et al., 2026, arXiv:2605.07177).
 
     estimator "full" (default): l_t = KL(pi || pi_T)(. | x_<t) = sum_v pi(v|x_<t) (log pi(v|x_<t) - log pi_T(v|x_<t))
     over the full vocabulary, differentiated directly (zero gradient exactly where pi = pi_T).
@@ -441,7 +442,8 @@ def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.
 @LOSSES.register("edge", params=EdgeParams, state=EdgeState)
 @requires("edge")
 def edge(inp: LossInput, cfg, params: EdgeParams = EdgeParams()) -> tuple[torch.Tensor, dict[str, float]]:
-    """EDGE's loss (Experience-Distillation for Guided Exploration, 2026; with the `edge` explorer): the RL loss
+    """EDGE's loss (Experience-Distillation for Guided Exploration; arXiv id not found, code github.com/xvolcano02/
+    EDGE; with the `edge` explorer): the RL loss
     on the whole group plus reverse KL from the experience-free policy to the experience-conditioned one, on the
     policy's own samples (its empirical support):
 

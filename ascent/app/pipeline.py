@@ -43,6 +43,7 @@ from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
 from ascent.trainer.samples import SampleLogger, read_samples
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
+from ascent.trainer.warmstart_data import WARMSTART_DATA, WarmStartDataContext
 
 
 @dataclass
@@ -202,12 +203,30 @@ def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
     return run.evaluator(policy, run.cfg.eval.pass_k if pass_k else 0, run.cfg.rollout.temperature or 1.0, run.cfg.seed)
 
 
+def warmstart_data(run: Run, policy: Policy) -> tuple[list[dict[str, Any]], Demonstrations]:
+    """The rows the warm start draws and the demonstrations it imitates (`warmstart.data`): the task's own
+    (`teacher`), or another builder's (`ascent.trainer.warmstart_data.WARMSTART_DATA`, single-turn tasks)."""
+    spec = run.cfg.warmstart.data
+    if spec == "teacher":
+        return run.task.train, make_demonstrations(run, policy)
+    piece = WARMSTART_DATA.resolve(spec, key="warmstart.data")
+    if run.task.agent is not None:
+        raise RunDirError(
+            f"warmstart.data={piece.name} builds single-turn data; agent tasks use warmstart.data=teacher"
+        )
+    ctx = WarmStartDataContext(run.task.train, run.task.teacher, run.encoder, policy.tokenizer, run.cfg.seed)
+    return piece(ctx)
+
+
 def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
-    """Warm start or control: imitate the teacher for `steps` optimizer steps."""
+    """Warm start or control: imitate the teacher (the warm start: `warmstart.data`) for `steps` optimizer steps."""
+    rows, demos = (
+        warmstart_data(run, policy) if phase == "warmstart" else (run.task.train, make_demonstrations(run, policy))
+    )
     job = SFTRun(
         policy,
-        run.task.train,
-        make_demonstrations(run, policy),
+        rows,
+        demos,
         optim,
         steps,
         run.cfg.warmstart.batch_size,

@@ -263,6 +263,9 @@ class WarmStartConfig:
     init_from: Optional[str] = None
     """Take the warm-start weights from this model folder (a run's `warmstart/` or a checkpoint) instead of
     training them; the control then continues from it too."""
+    data: str = "teacher"
+    """What the warm start imitates (`ascent list warmstart-data`): `teacher`, the task's demonstrations; or
+    `calibsft(...)`, CalibSFT's confidence-balanced, correctness-conditional data from the task's teacher."""
 
 
 @dataclass(frozen=True)
