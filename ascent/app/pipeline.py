@@ -20,6 +20,7 @@ import yaml
 
 from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.loop import AgentConfig
+from ascent.app.classic import train_classic
 from ascent.app.report import write_report
 from ascent.app.runs import RunDirError, open_run
 from ascent.config.loader import derived, to_dict
@@ -365,6 +366,8 @@ def train(
     """Run (or resume) the whole pipeline. Returns the summary, or None when stopped at `stop_at`."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
     cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
+    if cfg.classic is not None:  # a Gymnasium run (ascent.classic): its own loop, the same run directory
+        return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
     state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
     t0, wall_before = time.perf_counter(), state.get("wall_seconds", 0.0)
     run, policy = prepare(cfg, run_dir, state, track=True)

@@ -1,7 +1,9 @@
 """The `classic` registry and the one interface every classic algorithm has.
 
 A classic algorithm is registered as a factory `fn(ctx: ClassicContext, params) -> Algorithm`
-(`@CLASSIC.register("ppo", params=PPOParams)`); `ascent list classic --params` prints them. The loop
+(`@CLASSIC.register("ppo", params=PPOParams)`); `ascent list classic --params` prints them. The factory
+carries `action_spaces` (the frozenset of "discrete" / "continuous" it handles) and may carry
+`check(params, num_envs)` raising ValueError on settings that cannot run together. The loop
 (`ascent.classic.loop.ClassicTrainer`) only calls the `Algorithm` methods, so no algorithm's name appears in it.
 """
 
@@ -39,6 +41,8 @@ class Algorithm(Protocol):
 
     steps: int
     """Environment steps taken so far."""
+    steps_per_iteration: int
+    """Environment steps one `iteration` takes."""
 
     def iteration(self, want_metrics: bool) -> dict[str, float]:
         """Collect and learn (PPO: one rollout and its epochs; DQN/SAC: train_freq steps and their gradient

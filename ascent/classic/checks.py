@@ -21,6 +21,11 @@ def check_classic(cfg: ClassicConfig) -> None:
         raise ConfigError("classic.clip_obs and classic.clip_reward must be > 0")
     check_env_id(cfg.env)
     piece = CLASSIC.resolve(cfg.algorithm, key="classic.algorithm")
+    if hasattr(piece.fn, "check"):  # the algorithm's own cross-checks with the run (mini-batch vs rollout, ...)
+        try:
+            piece.fn.check(piece.params, cfg.num_envs)
+        except ValueError as err:
+            raise ConfigError(f"classic.algorithm={piece.spec}: {err}") from None
     env = make_env(cfg.env)
     kind = "discrete" if hasattr(env.action_space, "n") else "continuous"
     env.close()

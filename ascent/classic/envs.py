@@ -64,9 +64,14 @@ class VecEnv:
         make: Callable[[], Any],
         num_envs: int,
         seed: int,
-        obs_norm: Optional[ObsNormalizer] = None,
-        reward_norm: Optional[RewardNormalizer] = None,
+        normalize_obs: bool = False,
+        reward_gamma: Optional[float] = None,
+        clip_obs: float = 10.0,
+        clip_reward: float = 10.0,
     ) -> None:
+        """`num_envs` environments from `make`, environment i first reset with seed + i; `normalize_obs`: running
+        observation normalisation; `reward_gamma`: reward scaling by the running std of returns discounted by it
+        (None: raw rewards)."""
         self.envs = [make() for _ in range(num_envs)]
         space = self.envs[0].observation_space
         if len(space.shape) != 1:
@@ -79,7 +84,8 @@ class VecEnv:
         else:
             self.action_dim = int(np.prod(action_space.shape))
             self.low, self.high = action_space.low.astype(np.float32), action_space.high.astype(np.float32)
-        self.obs_norm, self.reward_norm = obs_norm, reward_norm
+        self.obs_norm = ObsNormalizer((self.obs_dim,), clip_obs) if normalize_obs else None
+        self.reward_norm = None if reward_gamma is None else RewardNormalizer(num_envs, reward_gamma, clip_reward)
         raw = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(self.envs)]).astype(np.float32)
         self.obs = self._norm_obs(raw, update=True)
         self.episode_return = np.zeros(num_envs, np.float64)
@@ -96,7 +102,9 @@ class VecEnv:
 
     def step(self, actions: np.ndarray) -> Step:
         """Step every environment with its action (continuous actions are clipped to the action bounds)."""
-        if not self.discrete:
+        if self.discrete:
+            actions = actions.tolist()  # Python ints: the fast path of Discrete.contains
+        else:
             actions = np.clip(actions.reshape(self.num_envs, self.action_dim), self.low, self.high)
         E = self.num_envs
         next_obs, final_obs = np.empty((E, self.obs_dim), np.float32), np.empty((E, self.obs_dim), np.float32)

@@ -12,6 +12,11 @@ from torch import nn
 Activation = Literal["tanh", "relu"]
 
 
+def adam(parameters: list[nn.Parameter], lr: float, eps: float = 1e-8) -> torch.optim.Adam:
+    """Adam with the fused kernel (the fastest for many small tensors on CPU and GPU)."""
+    return torch.optim.Adam(parameters, lr=lr, eps=eps, fused=True)
+
+
 def mlp(sizes: list[int], activation: Activation, ortho_gain: float | None = None) -> nn.Sequential:
     """Linear layers of `sizes` with `activation` between them (none after the last). With `ortho_gain`, hidden
     layers get orthogonal weights with gain sqrt(2), the last one `ortho_gain`, and zero biases (the PPO

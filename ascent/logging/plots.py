@@ -58,3 +58,29 @@ def plot_curves(metrics_path: Path, out: Path) -> Path:
     fig.savefig(out, dpi=80)
     plt.close(fig)
     return out
+
+
+def plot_panels(metrics_path: Path, out: Path, panels: tuple[tuple[str, str], ...], phase: str, xlabel: str) -> Path:
+    """One panel per (metric, title) of `panels`, the metric of `phase` against its step (a panel whose metric
+    was never logged stays empty); used by runs whose metrics are not the language-model ones (classic RL)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in read_metrics(metrics_path) if r["phase"] == phase]
+    cols = min(4, len(panels))
+    fig, axes = plt.subplots(-(-len(panels) // cols), cols, figsize=(4.5 * cols, 3.5 * -(-len(panels) // cols)))
+    flat = axes.ravel() if hasattr(axes, "ravel") else [axes]
+    for ax, (metric, title) in zip(flat, panels):
+        pts = [r for r in rows if r.get(metric) is not None]
+        if pts:
+            ax.plot([r["step"] for r in pts], [r[metric] for r in pts], marker="o" if len(pts) < 20 else None)
+        ax.set(xlabel=xlabel, title=title)
+        ax.grid(alpha=0.3)
+    for ax in flat[len(panels) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    return out

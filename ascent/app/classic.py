@@ -1,0 +1,145 @@
+"""A classic online deep-RL run (a recipe with a `classic:` section): train, checkpoint, resume, evaluate, summarise.
+
+Same run directory as a language-model run: config.yaml, state.json, metrics.jsonl (phase "rl", step = environment
+steps), optional TensorBoard / W&B / MLflow, checkpoints/step_N/ (model.safetensors with every network,
+trainer_state.pt with optimizers, environments, normalisers, generators and replay buffer; atomic, with
+manifests), curves.png and summary.json:
+
+    final_return       mean undiscounted return of classic.eval_episodes deterministic episodes after training
+    final_return_std   their standard deviation
+    final_returns      each episode's return
+    env_steps          environment steps trained (PPO rounds total_steps up to whole rollouts)
+    train_seconds      wall seconds of the training loop (environment steps, updates, checkpoints)
+    eval_seconds       wall seconds of the final evaluation
+    wall_seconds       wall seconds of the whole command (setup, training, evaluation), summed over resumes
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+import yaml
+
+from ascent.classic.loop import ClassicTrainer
+from ascent.config.loader import to_dict
+from ascent.config.schema import RunConfig
+from ascent.logging.metrics import MetricsLogger, console
+from ascent.logging.plots import plot_panels
+from ascent.logging.progress import progress_bar
+from ascent.trainer.checkpoint import Checkpointer, rng_state, set_rng_state, write_text_atomic
+
+PANELS = (
+    ("episode/return", "training episode return"),
+    ("eval/return", "evaluation return (deterministic)"),
+    ("episode/length", "training episode length"),
+    ("time/fps", "environment steps per second"),
+    ("loss/policy", "policy loss"),
+    ("loss/value", "value / Q loss"),
+    ("loss/entropy", "entropy / alpha"),
+    ("train/lr", "learning rate / epsilon"),
+)
+
+
+def train_classic(
+    cfg: RunConfig, run_dir: Path, resume: bool, stop_at: Optional[int], sinks: Sequence[Any] = ()
+) -> Optional[dict[str, Any]]:
+    """Train `cfg.classic` in `run_dir` (opened by the pipeline); the summary, or None when stopped at `stop_at`
+    environment steps. `sinks`: experiment trackers (`ascent.logging.sinks`)."""
+    c = cfg.classic
+    torch.set_num_threads(cfg.threads or 1)  # tiny MLPs: one thread is the fastest
+    state_path = run_dir / "state.json"
+    state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
+    t0, wall_before, train_before = time.perf_counter(), state.get("wall_seconds", 0.0), state.get("train_seconds", 0.0)
+    random.seed(cfg.seed), np.random.seed(cfg.seed), torch.manual_seed(cfg.seed)
+    trainer = ClassicTrainer(c, cfg.seed)
+    print_header(cfg, trainer)
+    logger = MetricsLogger(run_dir, cfg.logging.tensorboard, sinks)
+    ckpt = Checkpointer(run_dir / "checkpoints", c.keep_checkpoints)
+    latest = ckpt.latest() if resume else None
+    if latest is not None:
+        trainer.weights.load(latest)
+        saved = Checkpointer.load_state(latest)
+        trainer.load_state_dict(saved["trainer"])
+        set_rng_state(saved["rng"])
+        console.print(f"resumed from {latest} ({trainer.steps} environment steps)")
+    logger.truncate_after("rl", trainer.steps)
+    t1 = time.perf_counter()
+
+    def save_state() -> None:
+        state["train_seconds"] = train_before + time.perf_counter() - t1
+        state["wall_seconds"] = wall_before + time.perf_counter() - t0
+        write_text_atomic(state_path, json.dumps(state, indent=2))
+
+    def on_checkpoint(step: int) -> None:
+        ckpt.save(step, trainer.weights, {"trainer": trainer.state_dict(), "rng": rng_state()})
+        save_state()
+
+    with progress_bar("rl", c.total_steps, cfg.logging.progress, trainer.steps) as bar:
+
+        def on_log(step: int, metrics: dict[str, float]) -> None:
+            logger.log("rl", step, metrics)
+            bar.update(step, {"reward/mean": metrics.get("episode/return")})
+
+        finished = trainer.fit(on_log, on_checkpoint, stop_at)
+    if not finished:
+        save_state()
+        logger.close()
+        return None
+    t2 = time.perf_counter()
+    returns = trainer.evaluate(c.eval_episodes)
+    state["eval_seconds"] = time.perf_counter() - t2
+    save_state()
+    return finish(cfg, run_dir, trainer, returns, state, logger)
+
+
+def finish(
+    cfg: RunConfig, run_dir: Path, trainer: ClassicTrainer, returns: list[float], state: dict, logger: MetricsLogger
+) -> dict[str, Any]:
+    """summary.json (keys: the module docstring), the final evaluation in metrics.jsonl, curves.png."""
+    c = cfg.classic
+    logger.log("rl", trainer.steps, {"eval/return": float(np.mean(returns))})
+    summary = {
+        "name": cfg.name,
+        "env": c.env,
+        "algorithm": c.algorithm,
+        "seed": cfg.seed,
+        "env_steps": trainer.steps,
+        "episodes": trainer.episodes + len(trainer.envs.finished),
+        "final_return": float(np.mean(returns)),
+        "final_return_std": float(np.std(returns)),
+        "final_returns": [float(r) for r in returns],
+        "train_seconds": round(state["train_seconds"], 3),
+        "eval_seconds": round(state["eval_seconds"], 3),
+        "wall_seconds": round(state["wall_seconds"], 3),
+        "threads": torch.get_num_threads(),
+    }
+    write_text_atomic(run_dir / "summary.json", json.dumps(summary, indent=2))
+    plot_panels(logger.path, run_dir / "curves.png", PANELS, "rl", "environment steps")
+    logger.finish(run_dir, summary, [])
+    logger.close()
+    console.print(
+        f"{c.env} {c.algorithm}: final return {summary['final_return']:.1f} ± {summary['final_return_std']:.1f} "
+        f"over {len(returns)} deterministic episodes; {trainer.steps} env steps in {summary['train_seconds']:.1f}s "
+        f"(wall {summary['wall_seconds']:.1f}s); summary in {run_dir / 'summary.json'}"
+    )
+    return summary
+
+
+def print_header(cfg: RunConfig, trainer: ClassicTrainer) -> None:
+    c = cfg.classic
+    console.print(f"[bold]ascent[/bold] classic run [cyan]{cfg.output_dir}/{cfg.name}[/cyan] (seed {cfg.seed})")
+    console.print(yaml.safe_dump({"classic": to_dict(c)}, sort_keys=False).rstrip())
+    params = sum(p.numel() for m in trainer.weights.modules.values() for p in m.parameters())
+    iterations = -(-c.total_steps // trainer.algo.steps_per_iteration)
+    console.print(
+        f"{c.env}: {c.num_envs} env(s), observation {trainer.envs.obs_dim}, "
+        f"{'discrete ' + str(trainer.envs.n_actions) if trainer.envs.discrete else 'continuous'} actions; "
+        f"{iterations} iterations of {trainer.algo.steps_per_iteration} env steps; {params:,} parameters; "
+        f"{torch.get_num_threads()} torch thread(s)"
+    )
