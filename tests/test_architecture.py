@@ -44,6 +44,7 @@ LAYERS = [
     "ascent.rewards",
     "ascent.agents",
     "ascent.tasks",
+    "ascent.classic",
     "ascent.config",
     "ascent.trainer",
     "ascent.runtime",
