@@ -163,6 +163,11 @@ def spec_registries() -> dict[str, Any]:
 def resolve_specs(cfg: RunConfig) -> RunConfig:
     """Check every piece spec against its registry (name, parameters, ranges) and write it back in the
     canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
+    if cfg.classic is not None:  # a Gymnasium run: its algorithm only (the language-model pieces are unused)
+        from ascent.classic import CLASSIC
+
+        spec = CLASSIC.resolve(cfg.classic.algorithm, key="classic.algorithm").spec
+        return dataclasses.replace(cfg, classic=dataclasses.replace(cfg.classic, algorithm=spec))
     for key, registry in spec_registries().items():
         section, name = key.split(".")
         part = getattr(cfg, section)
@@ -275,6 +280,11 @@ def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
 
 def validate(cfg: RunConfig) -> None:
     """Cross-field checks; each failure says what to change."""
+    if cfg.classic is not None:  # a Gymnasium run (ascent.classic) uses none of the language-model sections
+        from ascent.classic.checks import check_classic
+
+        check_classic(cfg.classic)
+        return
     for key, value in _positive(cfg):
         if value <= 0:
             raise ConfigError(f"{key} must be > 0, got {value}")
@@ -342,10 +352,6 @@ def validate(cfg: RunConfig) -> None:
     if cfg.algorithm.dual_clip is not None and cfg.algorithm.dual_clip <= 1:
         raise ConfigError(f"algorithm.dual_clip must be > 1 (or null), got {cfg.algorithm.dual_clip}")
     _check_runtime(cfg)
-    if cfg.classic is not None:
-        from ascent.classic.checks import check_classic
-
-        check_classic(cfg.classic)
     no_warmstart = cfg.warmstart.steps == 0 and not cfg.warmstart.init_from
     if cfg.control.enabled and cfg.control.kind == "imitation" and no_warmstart:
         raise ConfigError(
@@ -372,6 +378,7 @@ def _check_reward_models(specs: list[str]) -> None:
     """A `reward=rm:PATH` must name a reward model folder (`ascent train-rm`): fail now, not when the run starts
     scoring (its weights load when the reward runner is built)."""
     from ascent.rewards.judge import check_judge_spec
+    from ascent.rewards.online_rm import check_online_spec
     from ascent.rewards.reward_model import read_meta
 
     for spec in specs:
@@ -379,6 +386,7 @@ def _check_reward_models(specs: list[str]) -> None:
             read_meta(Path(spec[len("rm:") :].split("(")[0]))
         elif isinstance(spec, str):
             check_judge_spec(spec)  # a `judge(...)`'s parameters and model path
+            check_online_spec(spec)  # an `rm_online(...)`'s parameters and folder
 
 
 def _check_agent(cfg: RunConfig) -> None:

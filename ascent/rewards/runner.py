@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from ascent.rewards.builtin import REWARDS
+from ascent.typed import ConfigError, parse_spec
 
 log = logging.getLogger(__name__)
 RewardFn = Callable[..., list]
@@ -35,12 +36,15 @@ class RewardSpecError(ValueError):
 
 
 def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
-    """`name(key=value, ...)` -> (name, {key: value}); values are Python literals (numbers, strings, lists).
+    """`name(key=value, ...)` -> (name, {key: value}); values are Python literals (numbers, strings, lists), or,
+    when the arguments are not all Python literals, the YAML scalars of piece specs (bare words and paths).
 
     >>> parse_spec_args("overlong(max_len=64, cache_len=16)")
     ('overlong', {'max_len': 64, 'cache_len': 16})
     >>> parse_spec_args("exact_answer")
     ('exact_answer', {})
+    >>> parse_spec_args("rm_online(path=/tmp/rm, label_noise=0.2)")
+    ('rm_online', {'path': '/tmp/rm', 'label_noise': 0.2})
     """
     spec = spec.strip()
     if not spec.endswith(")") or "(" not in spec:
@@ -50,9 +54,12 @@ def parse_spec_args(spec: str) -> tuple[str, dict[str, Any]]:
         call = ast.parse(f"f({args})", mode="eval").body
         kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
     except (SyntaxError, ValueError) as err:
-        raise RewardSpecError(
-            f"reward spec {spec!r}: arguments must be key=literal pairs, e.g. overlong(max_len=64): {err}"
-        ) from err
+        try:
+            return parse_spec(spec)  # bare words and paths: judge(model=smollm2), rm_online(path=out/rm)
+        except ConfigError:
+            raise RewardSpecError(
+                f"reward spec {spec!r}: arguments must be key=value pairs, e.g. overlong(max_len=64): {err}"
+            ) from err
     if call.args or any(k is None for k in kwargs):
         raise RewardSpecError(f"reward spec {spec!r}: arguments must be named (key=value)")
     return name.strip(), kwargs

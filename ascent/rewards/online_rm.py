@@ -1,0 +1,277 @@
+"""A reward model that keeps learning during RL: `reward=rm_online(path=RM_FOLDER, label_noise=0.2)`.
+
+The closed loop of RLAnything ("RLAnything: Forge Environment, Policy, and Reward Model in Completely Dynamic RL
+System", 2025; github.com/Gen-Verse/Open-AgentRL), where the reward model is optimised jointly with the policy,
+in its simplest form: the iterated / online RLHF loop (Ouyang et al. 2022, arXiv:2203.02155, §3.5 "iterated";
+Bai et al. 2022, arXiv:2204.05862, §4.5 "online"), with the preference labels coming on the fly from a noisy
+labeller. RLAnything's consistency feedback and environment adaptation are not implemented: the RM's labels come
+from the labeller alone. Each call (one rollout batch, groups of completions of the same prompt):
+
+1. score: r_i = RM_θ(x_i, y_i) for every completion, with the weights θ as they are (the reward returned);
+2. label: groups are taken in a seeded random order; the labeller reward (a verifier, e.g. `exact_answer`) judges
+   each group's completions until `pairs_per_step` groups with a right (labeller value > its threshold) and a
+   wrong completion are found; each gives one pair (a random right one y⁺, a random wrong one y⁻);
+3. noise: on exactly F_t − F_{t−1} of the call's P pairs, F_t = round(label_noise · S_t) (S_t pairs seen so far),
+   chosen and rejected are swapped (picked with the seeded RNG): over the run the flipped share is exactly
+   label_noise up to rounding, the noise model of `ascent make-pairs` (`pairs.label_noise`);
+4. measure: the pair accuracy of θ on these fresh pairs before any update, 1[r(y⁺) > r(y⁻)] against the clean
+   verdict (a diagnostic only; nothing trains on it);
+5. update: `updates_per_step` AdamW steps on the Bradley–Terry loss of the (possibly flipped) pairs,
+       L(θ) = −(1/P) Σ_p log σ(RM_θ(x_p, y_p^chosen) − RM_θ(x_p, y_p^rejected)),
+   so the next batch is scored by a model that has seen what the policy now produces.
+
+Label budget: the labeller judges the completions of the groups it is shown (at most all N of the batch; it stops
+once `pairs_per_step` pairs are found), counted in `rm_online/labels`; the RM trains on P ≤ `pairs_per_step`
+pairwise labels per call (`rm_online/pairs`). As in `ascent make-pairs`, which completions form a pair is chosen
+from the labeller's clean verdicts; the preference the RM learns is the noisy one. The weights, the optimizer's
+moments, the RNG and the counters are the reward's `state_dict`, checkpointed by the trainer (exact resume).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from ascent.rewards.builtin import REWARDS
+from ascent.rewards.reward_model import bt_loss, encode, load_reward_model, read_meta, score
+from ascent.typed import build
+
+
+@dataclass(frozen=True)
+class OnlineRMParams:
+    """The `rm_online` reward's knobs: `rm_online(path=RM_FOLDER, labeller=exact_answer, label_noise=0.2)`."""
+
+    path: str = ""
+    """The reward model it starts from: a folder written by `ascent train-rm`."""
+    labeller: str = "exact_answer"
+    """The reward spec that labels pairs (a registered reward, `module:fn`, `file.py:fn`); it needs the row's
+    fields (e.g. `answer`), which the reward runner passes on."""
+    threshold: float = 0.5
+    """A completion is right when the labeller's value is above this, wrong when at or below it."""
+    label_noise: float = 0.0
+    """Share of the pairs whose preference is flipped (exactly, over the run; picked with `seed`)."""
+    pairs_per_step: int = 32
+    """Most pairs labelled per call (one per group of completions of a prompt)."""
+    updates_per_step: int = 1
+    """Bradley–Terry optimizer steps per call, each on all the call's pairs (0: score and label only)."""
+    lr: float = 1e-4
+    """AdamW learning rate of the reward model."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    grad_clip: float = 1.0
+    """Gradient-norm clip of each update (0: none)."""
+    micro_batch_size: Optional[int] = None
+    """Sequences per forward, scoring and training; None: the folder's `micro_batch_size` (64 if none)."""
+    seed: int = 0
+    """Seed of the group order, the pair picks and the flips."""
+    device: Optional[str] = None
+    """Device of the reward model; None: the learner's (`model.device`)."""
+
+    def __post_init__(self) -> None:
+        if not self.path:
+            raise ValueError("path must name a reward-model folder (ascent train-rm), e.g. rm_online(path=out/rm)")
+        if not 0.0 <= self.label_noise < 0.5:
+            raise ValueError(
+                f"label_noise must be in [0, 0.5) (at 0.5 the labels carry nothing), got {self.label_noise}"
+            )
+        if self.pairs_per_step < 1 or self.updates_per_step < 0:
+            raise ValueError("pairs_per_step must be >= 1 and updates_per_step >= 0")
+        if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
+            raise ValueError("lr must be > 0, weight_decay and grad_clip >= 0")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if self.labeller.startswith(("rm_online", "rm:")):
+            raise ValueError("labeller must be a verifier-like reward, not a reward model")
+
+
+def exact_flips(seen: int, flipped: int, n: int, share: float, rng: random.Random) -> list[int]:
+    """Which of `n` new pairs to flip so that, with `seen` pairs and `flipped` flips before them, the flips total
+    exactly round(share * (seen + n)) (picked with `rng`; never more than `n`).
+
+    >>> len(exact_flips(0, 0, 10, 0.2, random.Random(0))), len(exact_flips(10, 2, 3, 0.2, random.Random(0)))
+    (2, 1)
+    >>> exact_flips(10, 2, 2, 0.2, random.Random(0))  # round(0.2 * 12) = 2 flips already
+    []
+    """
+    want = min(max(round(share * (seen + n)) - flipped, 0), n)
+    return sorted(rng.sample(range(n), want))
+
+
+def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
+    """The group of each sample: the trainer's `group` field, else the prompt text."""
+    return list(group) if group is not None and all(g is not None for g in group) else list(prompts)
+
+
+@REWARDS.register("rm_online", params=OnlineRMParams)
+class OnlineRewardModel:
+    """A Bradley–Terry reward model updated on every batch it scores (RLAnything's jointly optimised reward model,
+    2025; the online RLHF loop of Bai et al. 2022, arXiv:2204.05862): r = RM_θ(x, y) with θ before the update, then
+    θ ← AdamW(θ, ∇ −log σ(RM_θ(x, y_c) − RM_θ(x, y_r))) on one right-vs-wrong pair per group, labelled by the
+    `labeller` reward with exactly `label_noise` of the preferences flipped. See the module docstring."""
+
+    def __init__(self, **params: Any) -> None:
+        from ascent.rewards.runner import resolve_reward
+
+        self.params = p = build(OnlineRMParams, params, "rm_online")
+        self.rm, self.tokenizer, self.meta = load_reward_model(p.path, p.device or "cpu")
+        self.labeller = resolve_reward(p.labeller)
+        self.micro_batch_size = p.micro_batch_size or int(self.meta.get("micro_batch_size") or 64)
+        self.max_length = int(self.meta.get("max_length") or 1024)
+        self.optimizer = self._make_optimizer()
+        self.rng = random.Random(p.seed)
+        self.counts = {"calls": 0, "pairs": 0, "flipped": 0, "labels": 0, "correct": 0}
+        self._metrics: dict[str, float] = {}
+        self.last_pairs: list[tuple[int, int]] = []
+        """The last call's (chosen, rejected) sample indices as trained on (flips applied)."""
+        self.__name__ = "rm_online"
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        trainable = [w for w in self.rm.parameters() if w.requires_grad]
+        return torch.optim.AdamW(trainable, lr=self.params.lr, weight_decay=self.params.weight_decay)
+
+    def place(self, device: str) -> None:
+        """Move the model (and the optimizer's moments) to the learner's device, unless the spec fixed one."""
+        if self.params.device is None:
+            self.rm.to(device)
+            for moments in self.optimizer.state.values():
+                for k, v in moments.items():
+                    if torch.is_tensor(v) and k != "step":
+                        moments[k] = v.to(device)
+
+    def metrics(self) -> dict[str, float]:
+        """rm_online/ metrics of the last call (the reward runner merges them into its stats)."""
+        return dict(self._metrics)
+
+    def summary_fields(self) -> dict[str, Any]:
+        """For summary.json: the starting model's held-out pair accuracy, and the online counts and accuracy."""
+        c = self.counts
+        return {
+            "rm_pair_accuracy": self.meta.get("pair_accuracy"),
+            "rm_online_pair_accuracy": c["correct"] / c["pairs"] if c["pairs"] else None,
+            "rm_online_pairs": c["pairs"],
+            "rm_online_flipped": c["flipped"],
+            "rm_online_labels": c["labels"],
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """Weights, optimizer, RNG and counters: a resumed run continues with the same reward model."""
+        return {
+            "model": {k: v.detach().cpu().clone() for k, v in self.rm.state_dict().items()},
+            "optimizer": self.optimizer.state_dict(),
+            "rng": self.rng.getstate(),
+            "counts": dict(self.counts),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rm.load_state_dict(state["model"])
+        self.optimizer = self._make_optimizer()
+        self.optimizer.load_state_dict(state["optimizer"])  # moments follow the weights' device
+        self.rng.setstate(_as_tuple(state["rng"]))
+        self.counts = dict(state["counts"])
+
+    def __call__(self, prompts: list[str], completions: list[str], **fields: Any) -> list[float]:
+        rewards = score(self.rm, self.tokenizer, prompts, completions, self.micro_batch_size, self.max_length)
+        pairs, labels = self.label_pairs(prompts, completions, fields)
+        correct = sum(rewards[i] > rewards[j] for i, j in pairs)  # fresh pairs, before the update
+        flips = exact_flips(self.counts["pairs"], self.counts["flipped"], len(pairs), self.params.label_noise, self.rng)
+        noisy = [(j, i) if k in flips else (i, j) for k, (i, j) in enumerate(pairs)]
+        self.last_pairs = noisy
+        train = self.update(prompts, completions, noisy) if noisy else {}
+        c = self.counts
+        c["calls"] += 1
+        c["pairs"], c["flipped"], c["labels"] = c["pairs"] + len(pairs), c["flipped"] + len(flips), c["labels"] + labels
+        c["correct"] += correct
+        self._metrics = {
+            "rm_online/pairs": float(len(pairs)),
+            "rm_online/labels": float(labels),
+            "rm_online/pairs_seen": float(c["pairs"]),
+            "rm_online/flipped_seen": float(c["flipped"]),
+            "rm_online/labels_seen": float(c["labels"]),
+            **({"rm_online/pair_accuracy": correct / len(pairs)} if pairs else {}),
+            "rm_online/pair_accuracy_running": c["correct"] / c["pairs"] if c["pairs"] else 0.0,
+            **train,
+        }
+        return rewards
+
+    def label_pairs(
+        self, prompts: list[str], completions: list[str], fields: dict[str, Any]
+    ) -> tuple[list[tuple[int, int]], int]:
+        """(right index, wrong index) pairs, one per group with both, groups in a seeded random order until
+        `pairs_per_step`; and how many completions the labeller judged."""
+        keys = group_keys(prompts, fields.get("group"))
+        members: dict[Any, list[int]] = {}
+        for i, key in enumerate(keys):
+            members.setdefault(key, []).append(i)
+        order = list(members)
+        self.rng.shuffle(order)
+        pairs, labels = [], 0
+        for at in range(0, len(order), self.params.pairs_per_step):  # judge chunks of groups until enough pairs
+            chunk = [i for key in order[at : at + self.params.pairs_per_step] for i in members[key]]
+            verdicts = self.judge(prompts, completions, fields, chunk)
+            labels += len(chunk)
+            for key in order[at : at + self.params.pairs_per_step]:
+                right = [i for i in members[key] if verdicts.get(i) is True]
+                wrong = [i for i in members[key] if verdicts.get(i) is False]
+                if right and wrong and len(pairs) < self.params.pairs_per_step:
+                    pairs.append((self.rng.choice(right), self.rng.choice(wrong)))
+            if len(pairs) >= self.params.pairs_per_step:
+                break
+        return pairs, labels
+
+    def judge(self, prompts: list[str], completions: list[str], fields: dict[str, Any], idx: list[int]) -> dict:
+        """{sample index: right (True) / wrong (False)} by the labeller; samples it has no opinion on are left out."""
+        sub = {k: [v[i] for i in idx] for k, v in fields.items() if isinstance(v, list) and len(v) == len(prompts)}
+        values = self.labeller([prompts[i] for i in idx], [completions[i] for i in idx], **sub)
+        if not isinstance(values, (list, tuple)) or len(values) != len(idx):
+            raise ValueError(f"rm_online: labeller {self.params.labeller!r} returned {values!r} for {len(idx)} samples")
+        return {i: float(v) > self.params.threshold for i, v in zip(idx, values) if v is not None}
+
+    def update(self, prompts: list[str], completions: list[str], pairs: list[tuple[int, int]]) -> dict[str, float]:
+        """`updates_per_step` Bradley–Terry steps on (chosen, rejected) index pairs; the last step's rm_online/
+        loss metrics."""
+        metrics: dict[str, float] = {}
+        mb = max(self.micro_batch_size // 2, 1)  # a pair is two sequences
+        device = self.rm.head.weight.device
+        self.rm.train()
+        for _ in range(self.params.updates_per_step):
+            self.optimizer.zero_grad(set_to_none=True)
+            sums: dict[str, float] = {}
+            for at in range(0, len(pairs), mb):
+                micro = pairs[at : at + mb]
+                texts = [prompts[i] for i, _ in micro] * 2
+                outs = [completions[i] for i, _ in micro] + [completions[j] for _, j in micro]
+                ids, mask = encode(self.tokenizer, texts, outs, self.max_length)  # (2P, T)
+                scores = self.rm(ids.to(device), mask.to(device))  # (2P,)
+                loss, m = bt_loss(scores[: len(micro)], scores[len(micro) :])
+                (loss * len(micro) / len(pairs)).backward()
+                sums = {k: sums.get(k, 0.0) + v * len(micro) / len(pairs) for k, v in m.items()}
+            params = [w for w in self.rm.parameters() if w.requires_grad]
+            norm = torch.nn.utils.clip_grad_norm_(params, self.params.grad_clip or float("inf"))
+            if torch.isfinite(norm):
+                self.optimizer.step()
+            metrics = {f"rm_online/{k.split('/')[-1]}": v for k, v in sums.items()} | {
+                "rm_online/grad_norm": float(norm)
+            }
+        self.rm.eval()
+        return metrics
+
+
+def _as_tuple(state: Any) -> tuple:
+    """random.Random state after a round trip that may have turned its tuples into lists."""
+    return (
+        tuple(_as_tuple(s) if isinstance(s, list) else s for s in state) if isinstance(state, (list, tuple)) else state
+    )
+
+
+def check_online_spec(spec: str) -> None:
+    """At config load: an `rm_online(...)` spec's parameters and folder, checked without loading weights
+    (ConfigError otherwise)."""
+    from ascent.rewards.runner import parse_spec_args
+
+    name, kwargs = parse_spec_args(spec)
+    if name == "rm_online":
+        read_meta(Path(build(OnlineRMParams, kwargs, "rm_online").path))
