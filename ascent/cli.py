@@ -51,7 +51,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ascent.app.pipeline import train
+    from ascent.app.classic import is_classic_run, train_run
     from ascent.config import ConfigError, load_config
 
     recipes = [a for a in args.items if "=" not in a]
@@ -61,9 +61,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         if recipes:
             raise ConfigError("--resume continues a run with its own config; give only key=value overrides")
+        if is_classic_run(Path(args.resume)):  # Gymnasium runs never import the language-model stack
+            train_run(run_dir=Path(args.resume), resume=True, overrides=overrides)
+            return 0
+        quiet_hf()
+        from ascent.app.pipeline import train
+
         train(run_dir=Path(args.resume), resume=True, overrides=overrides)
         return 0
-    train(load_config(recipes[0] if recipes else "default", overrides), overwrite=args.overwrite)
+    cfg = load_config(recipes[0] if recipes else "default", overrides)
+    if cfg.classic is not None:
+        train_run(cfg, overwrite=args.overwrite)
+        return 0
+    quiet_hf()
+    from ascent.app.pipeline import train
+
+    train(cfg, overwrite=args.overwrite)
     return 0
 
 
@@ -408,13 +421,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+def quiet_hf() -> None:
+    """Turn off transformers' progress bars (weight loading/saving bars would interleave with ascent's own)."""
     from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # weight loading/saving bars would interleave with ascent's own
+    hf_logging.disable_progress_bar()
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     p = parser()
     args, extra = p.parse_known_args(argv)
+    if args.command != "train":  # train quiets them itself unless the run is a classic one (no transformers)
+        quiet_hf()
     target = (
         "items"
         if args.command in ("train", "compare", "make-pairs", "train-rm", "train-pref", "make-steps", "train-prm")

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import yaml
 
+from ascent.app.runs import RunDirError, open_run, trackers
 from ascent.classic.loop import ClassicTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -44,6 +45,29 @@ PANELS = (
     ("loss/entropy", "entropy / alpha"),
     ("train/lr", "learning rate / epsilon"),
 )
+
+
+def is_classic_run(run_dir: Path) -> bool:
+    """Whether a run directory's config.yaml describes a classic run (read without building the config)."""
+    path = Path(run_dir) / "config.yaml"
+    return path.exists() and (yaml.safe_load(path.read_text()) or {}).get("classic") is not None
+
+
+def train_run(
+    cfg: Optional[RunConfig] = None,
+    run_dir: Optional[Path] = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    stop_at: Optional[int] = None,
+    overrides: Optional[list[str]] = None,
+) -> Optional[dict[str, Any]]:
+    """`ascent.app.pipeline.train` for a classic run, without importing the language-model stack: open (or
+    reopen, with `resume`) the run directory, then `train_classic`."""
+    run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
+    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
+    if cfg.classic is None:
+        raise RunDirError(f"{run_dir} is not a classic run (its config has no classic: section)")
+    return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
 
 
 def train_classic(

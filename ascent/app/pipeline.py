@@ -22,14 +22,13 @@ from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.loop import AgentConfig
 from ascent.app.classic import train_classic
 from ascent.app.report import write_report
-from ascent.app.runs import RunDirError, open_run
+from ascent.app.runs import RunDirError, open_run, trackers
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_curves
 from ascent.logging.progress import progress_bar
-from ascent.logging.sinks import MlflowSink, WandbSink
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
 from ascent.rollout.backends import make_engine, resolve_rollout_precision
@@ -103,17 +102,6 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = 
     lg = cfg.logging
     samples = SampleLogger(run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names)
     return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples), policy
-
-
-def trackers(cfg: RunConfig, run_dir: Path) -> list[Any]:
-    """The experiment trackers `logging.wandb` / `logging.mlflow` ask for."""
-    lg, out = cfg.logging, []
-    config = to_dict(cfg)
-    if lg.wandb:
-        out.append(WandbSink(run_dir, cfg.name, config, lg.wandb_project, lg.wandb_mode))
-    if lg.mlflow:
-        out.append(MlflowSink(run_dir, cfg.name, config, lg.mlflow_uri, lg.mlflow_experiment))
-    return out
 
 
 def agent_loop(cfg: RunConfig) -> AgentConfig:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import yaml
 
 from ascent.config.loader import config_from_dict, merge, parse_overrides, to_dict
 from ascent.config.schema import RunConfig
+from ascent.logging.sinks import MlflowSink, WandbSink
 from ascent.trainer.checkpoint import resolve_model_folder, write_text_atomic
 
 
@@ -54,3 +55,14 @@ def open_run(
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return cfg
+
+
+def trackers(cfg: RunConfig, run_dir: Path) -> list[Any]:
+    """The experiment trackers `logging.wandb` / `logging.mlflow` ask for."""
+    lg, out = cfg.logging, []
+    config = to_dict(cfg)
+    if lg.wandb:
+        out.append(WandbSink(run_dir, cfg.name, config, lg.wandb_project, lg.wandb_mode))
+    if lg.mlflow:
+        out.append(MlflowSink(run_dir, cfg.name, config, lg.mlflow_uri, lg.mlflow_experiment))
+    return out
