@@ -16,7 +16,8 @@ from the labeller alone. Each call (one rollout batch, groups of completions of 
    label_noise up to rounding, the noise model of `ascent make-pairs` (`pairs.label_noise`);
 4. measure: the pair accuracy of θ on these fresh pairs before any update, 1[r(y⁺) > r(y⁻)] against the clean
    verdict (a diagnostic only; nothing trains on it);
-5. update: `updates_per_step` AdamW steps on the Bradley–Terry loss of the (possibly flipped) pairs,
+5. update: `updates_per_step` AdamW steps on the Bradley–Terry loss of the (possibly flipped) pairs, plus
+   `replay_pairs` earlier pairs drawn from a buffer of the newest `buffer_size` (no new labels),
        L(θ) = −(1/P) Σ_p log σ(RM_θ(x_p, y_p^chosen) − RM_θ(x_p, y_p^rejected)),
    so the next batch is scored by a model that has seen what the policy now produces.
 
@@ -66,8 +67,13 @@ class OnlineRMParams:
     """Gradient-norm clip of each update (0: none)."""
     micro_batch_size: Optional[int] = None
     """Sequences per forward, scoring and training; None: the folder's `micro_batch_size` (64 if none)."""
+    buffer_size: int = 0
+    """Labelled pairs kept for replay (the newest; 0: none): the reward model keeps learning from what the
+    policy produced earlier, as iterated RLHF keeps its earlier comparisons."""
+    replay_pairs: int = 0
+    """Earlier pairs drawn from the buffer and trained on with each call's fresh pairs (no new labels)."""
     seed: int = 0
-    """Seed of the group order, the pair picks and the flips."""
+    """Seed of the group order, the pair picks, the flips and the replay draws."""
     device: Optional[str] = None
     """Device of the reward model; None: the learner's (`model.device`)."""
 
@@ -82,6 +88,8 @@ class OnlineRMParams:
             raise ValueError("pairs_per_step must be >= 1 and updates_per_step >= 0")
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("lr must be > 0, weight_decay and grad_clip >= 0")
+        if self.buffer_size < 0 or self.replay_pairs < 0 or (self.replay_pairs and not self.buffer_size):
+            raise ValueError("buffer_size and replay_pairs must be >= 0, and replay_pairs needs a buffer_size")
         if self.micro_batch_size is not None and self.micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
         if self.labeller.startswith(("rm_online", "rm:")):
@@ -124,6 +132,8 @@ class OnlineRewardModel:
         self.optimizer = self._make_optimizer()
         self.rng = random.Random(p.seed)
         self.counts = {"calls": 0, "pairs": 0, "flipped": 0, "labels": 0, "correct": 0}
+        self.buffer: list[tuple[str, str, str]] = []
+        """Earlier labelled (prompt, chosen, rejected) pairs, flips applied, newest last."""
         self._metrics: dict[str, float] = {}
         self.last_pairs: list[tuple[int, int]] = []
         """The last call's (chosen, rejected) sample indices as trained on (flips applied)."""
@@ -164,6 +174,7 @@ class OnlineRewardModel:
             "optimizer": self.optimizer.state_dict(),
             "rng": self.rng.getstate(),
             "counts": dict(self.counts),
+            "buffer": [list(p) for p in self.buffer],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -172,6 +183,7 @@ class OnlineRewardModel:
         self.optimizer.load_state_dict(state["optimizer"])  # moments follow the weights' device
         self.rng.setstate(_as_tuple(state["rng"]))
         self.counts = dict(state["counts"])
+        self.buffer = [tuple(p) for p in state.get("buffer", [])]
 
     def __call__(self, prompts: list[str], completions: list[str], **fields: Any) -> list[float]:
         rewards = score(self.rm, self.tokenizer, prompts, completions, self.micro_batch_size, self.max_length)
@@ -180,7 +192,10 @@ class OnlineRewardModel:
         flips = exact_flips(self.counts["pairs"], self.counts["flipped"], len(pairs), self.params.label_noise, self.rng)
         noisy = [(j, i) if k in flips else (i, j) for k, (i, j) in enumerate(pairs)]
         self.last_pairs = noisy
-        train = self.update(prompts, completions, noisy) if noisy else {}
+        fresh = [(prompts[i], completions[i], completions[j]) for i, j in noisy]
+        replayed = self.replay_sample()
+        train = self.update(fresh + replayed) if fresh or replayed else {}
+        self.remember(fresh)
         c = self.counts
         c["calls"] += 1
         c["pairs"], c["flipped"], c["labels"] = c["pairs"] + len(pairs), c["flipped"] + len(flips), c["labels"] + labels
@@ -191,6 +206,7 @@ class OnlineRewardModel:
             "rm_online/pairs_seen": float(c["pairs"]),
             "rm_online/flipped_seen": float(c["flipped"]),
             "rm_online/labels_seen": float(c["labels"]),
+            "rm_online/replayed": float(len(replayed)),
             **({"rm_online/pair_accuracy": correct / len(pairs)} if pairs else {}),
             "rm_online/pair_accuracy_running": c["correct"] / c["pairs"] if c["pairs"] else 0.0,
             **train,
@@ -230,8 +246,18 @@ class OnlineRewardModel:
             raise ValueError(f"rm_online: labeller {self.params.labeller!r} returned {values!r} for {len(idx)} samples")
         return {i: float(v) > self.params.threshold for i, v in zip(idx, values) if v is not None}
 
-    def update(self, prompts: list[str], completions: list[str], pairs: list[tuple[int, int]]) -> dict[str, float]:
-        """`updates_per_step` Bradley–Terry steps on (chosen, rejected) index pairs; the last step's rm_online/
+    def replay_sample(self) -> list[tuple[str, str, str]]:
+        """Up to `replay_pairs` earlier pairs drawn (without replacement) from the buffer."""
+        k = min(self.params.replay_pairs, len(self.buffer))
+        return [self.buffer[i] for i in self.rng.sample(range(len(self.buffer)), k)] if k else []
+
+    def remember(self, pairs: list[tuple[str, str, str]]) -> None:
+        """Keep the newest `buffer_size` pairs."""
+        if self.params.buffer_size:
+            self.buffer = (self.buffer + pairs)[-self.params.buffer_size :]
+
+    def update(self, pairs: list[tuple[str, str, str]]) -> dict[str, float]:
+        """`updates_per_step` Bradley–Terry steps on (prompt, chosen, rejected) pairs; the last step's rm_online/
         loss metrics."""
         metrics: dict[str, float] = {}
         mb = max(self.micro_batch_size // 2, 1)  # a pair is two sequences
@@ -242,8 +268,8 @@ class OnlineRewardModel:
             sums: dict[str, float] = {}
             for at in range(0, len(pairs), mb):
                 micro = pairs[at : at + mb]
-                texts = [prompts[i] for i, _ in micro] * 2
-                outs = [completions[i] for i, _ in micro] + [completions[j] for _, j in micro]
+                texts = [p for p, _, _ in micro] * 2
+                outs = [c for _, c, _ in micro] + [r for _, _, r in micro]
                 ids, mask = encode(self.tokenizer, texts, outs, self.max_length)  # (2P, T)
                 scores = self.rm(ids.to(device), mask.to(device))  # (2P,)
                 loss, m = bt_loss(scores[: len(micro)], scores[len(micro) :])

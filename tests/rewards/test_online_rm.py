@@ -108,7 +108,10 @@ def test_flipped_labels_train_the_wrong_way(tiny_rm):
 
 
 def test_state_round_trip_resumes_exactly(tiny_rm):
-    spec = f"rm_online(path={tiny_rm}, lr=0.01, updates_per_step=2, label_noise=0.3, pairs_per_step=4)"
+    spec = (
+        f"rm_online(path={tiny_rm}, lr=0.01, updates_per_step=2, label_noise=0.3, pairs_per_step=4, "
+        "buffer_size=6, replay_pairs=3)"
+    )
     calls = [batch(SUMS[:k], offset) for k, offset in ((6, 10), (5, 1), (6, 100))]
     straight = resolve_reward(spec)
     outs = [straight(p, c, **f) for p, c, f in calls]
@@ -121,6 +124,8 @@ def test_state_round_trip_resumes_exactly(tiny_rm):
     again = [resumed(p, c, **f) for p, c, f in calls[1:]]
     assert again == outs[1:]  # bitwise
     assert resumed.counts == straight.counts and resumed.rng.getstate() == straight.rng.getstate()
+    assert resumed.buffer == straight.buffer and len(straight.buffer) == 6  # the newest 6 of 12 pairs
+    assert straight.metrics()["rm_online/replayed"] == 3
 
 
 def test_samples_without_a_label_form_no_pair(tiny_rm):
@@ -151,6 +156,7 @@ def test_in_the_runner_summary_and_metrics(tiny_rm):
         ("rm_online(path={rm}, lr=0)", "lr must be > 0"),
         ("rm_online(path={rm}, labeller='rm:x')", "labeller must be a verifier"),
         ("rm_online(path={rm}, typo=1)", "unknown key"),
+        ("rm_online(path={rm}, replay_pairs=4)", "replay_pairs needs a buffer_size"),
         ("rm_online(path={missing})", "does not exist"),
     ],
 )
