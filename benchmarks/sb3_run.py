@@ -161,6 +161,23 @@ def build(task: dict[str, Any], seed: int) -> tuple[Any, Any]:
     return algo("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **kwargs), venv
 
 
+def progress_callback(total: int, every: int = 10_000) -> Any:
+    """An SB3 callback printing `env steps N/total, S s` on stderr every `every` steps (long runs show progress)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Progress(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.t0, self.next = time.perf_counter(), every
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps >= self.next:
+                print(f"env steps {self.num_timesteps}/{total}, {time.perf_counter() - self.t0:.0f} s", file=sys.stderr)
+                self.next += every
+            return True
+
+    return Progress()
+
+
 def evaluate(model: Any, venv: Any, env_id: str, seed: int) -> list[float]:
     """Undiscounted returns of EVAL_EPISODES deterministic episodes on a fresh env (the TimeLimit of gym.make);
     observations pass through the training VecNormalize's frozen statistics where there is one."""
@@ -195,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     steps = args.steps or task["steps"]
     model, venv = build(task, args.seed)
     t0 = time.perf_counter()
-    model.learn(total_timesteps=steps)
+    model.learn(total_timesteps=steps, callback=progress_callback(steps))
     wall = time.perf_counter() - t0
     t1 = time.perf_counter()
     returns = evaluate(model, venv, task["env_id"], args.seed)
