@@ -170,11 +170,15 @@ def cmd_train_pref(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from ascent.app.classic import evaluate_checkpoint, is_classic_run
     from ascent.app.pipeline import evaluate, prepare
     from ascent.app.runs import find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
 
     run_dir, model_dir = find_config(Path(args.target))
+    if is_classic_run(run_dir):  # a Gymnasium run: deterministic episodes of the checkpoint's policy
+        print(json.dumps(evaluate_checkpoint(run_dir, model_dir, args.overrides), indent=2))
+        return 0
     cfg = read_run_config(run_dir, args.overrides)
     run, policy = prepare(cfg, run_dir, {})
     load_weights(policy.model, model_dir)

@@ -10,6 +10,7 @@ manifests), curves.png and summary.json:
     final_returns      each episode's return
     env_steps          environment steps trained (PPO rounds total_steps up to whole rollouts)
     train_seconds      wall seconds of the training loop (environment steps, updates, checkpoints)
+    train_cpu_seconds  CPU seconds of this process in the training loop (less sensitive to a loaded machine)
     eval_seconds       wall seconds of the final evaluation
     wall_seconds       wall seconds of the whole command (setup, training, evaluation), summed over resumes
 """
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 import yaml
 
-from ascent.app.runs import RunDirError, open_run, trackers
+from ascent.app.runs import RunDirError, open_run, read_run_config, trackers
 from ascent.classic.loop import ClassicTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -70,6 +71,24 @@ def train_run(
     return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
 
 
+def evaluate_checkpoint(run_dir: Path, model_dir: Path, overrides: Optional[list[str]] = None) -> dict[str, Any]:
+    """`ascent eval` of a classic run: the checkpoint's networks and observation statistics, then
+    classic.eval_episodes deterministic episodes (overrides such as classic.eval_episodes=50 apply)."""
+    cfg = read_run_config(run_dir, overrides)
+    torch.set_num_threads(cfg.threads or 1)
+    trainer = ClassicTrainer(cfg.classic, cfg.seed)
+    trainer.weights.load(model_dir)
+    trainer.load_state_dict(Checkpointer.load_state(model_dir)["trainer"])
+    returns = trainer.evaluate(cfg.classic.eval_episodes)
+    return {
+        "checkpoint": str(model_dir),
+        "env_steps": trainer.steps,
+        "return_mean": float(np.mean(returns)),
+        "return_std": float(np.std(returns)),
+        "returns": returns,
+    }
+
+
 def train_classic(
     cfg: RunConfig, run_dir: Path, resume: bool, stop_at: Optional[int], sinks: Sequence[Any] = ()
 ) -> Optional[dict[str, Any]]:
@@ -80,6 +99,7 @@ def train_classic(
     state_path = run_dir / "state.json"
     state = json.loads(state_path.read_text()) if resume and state_path.exists() else {}
     t0, wall_before, train_before = time.perf_counter(), state.get("wall_seconds", 0.0), state.get("train_seconds", 0.0)
+    cpu_before = state.get("train_cpu_seconds", 0.0)
     random.seed(cfg.seed), np.random.seed(cfg.seed), torch.manual_seed(cfg.seed)
     trainer = ClassicTrainer(c, cfg.seed)
     print_header(cfg, trainer)
@@ -93,10 +113,11 @@ def train_classic(
         set_rng_state(saved["rng"])
         console.print(f"resumed from {latest} ({trainer.steps} environment steps)")
     logger.truncate_after("rl", trainer.steps)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
 
     def save_state() -> None:
         state["train_seconds"] = train_before + time.perf_counter() - t1
+        state["train_cpu_seconds"] = cpu_before + time.process_time() - c1
         state["wall_seconds"] = wall_before + time.perf_counter() - t0
         write_text_atomic(state_path, json.dumps(state, indent=2))
 
@@ -139,6 +160,7 @@ def finish(
         "final_return_std": float(np.std(returns)),
         "final_returns": [float(r) for r in returns],
         "train_seconds": round(state["train_seconds"], 3),
+        "train_cpu_seconds": round(state["train_cpu_seconds"], 3),
         "eval_seconds": round(state["eval_seconds"], 3),
         "wall_seconds": round(state["wall_seconds"], 3),
         "threads": torch.get_num_threads(),

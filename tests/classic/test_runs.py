@@ -10,6 +10,7 @@ import torch
 
 pytest.importorskip("gymnasium")
 
+from ascent.app.classic import evaluate_checkpoint  # noqa: E402
 from ascent.app.pipeline import train  # noqa: E402
 from ascent.classic.envs import VecEnv, env_state, make_env, set_env_state  # noqa: E402
 from ascent.classic.loop import ClassicTrainer  # noqa: E402
@@ -73,6 +74,8 @@ def test_ppo_learns_cartpole(tmp_path):
     assert {"episode/return", "loss/policy", "loss/value", "time/fps"} <= set(rows[0])
     assert (run / "curves.png").exists() and Checkpointer(run / "checkpoints").latest() is not None
     assert set(json.loads((run / "summary.json").read_text())) >= {"final_return", "final_return_std", "wall_seconds"}
+    again = evaluate_checkpoint(run, Checkpointer(run / "checkpoints").latest())  # `ascent eval RUN_DIR`
+    assert again["returns"] == summary["final_returns"]
 
 
 def _weights(run_dir) -> dict[str, torch.Tensor]:
