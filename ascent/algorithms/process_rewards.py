@@ -536,7 +536,7 @@ class QEvolveState(_BufferState):
         v = head_at(self.models["v"], data["ids"], data["mask"], before)  # (B, M)
         w = transition_weights(data["weight"], data["outcome"], live, self.params.success_weight)
         q_loss, v_loss = iql_losses(q, v, data["outcome"], w, live, self.params.tau, self.params.gamma)
-        return q_loss + v_loss, {"critic/q_loss": float(q_loss), "critic/v_loss": float(v_loss)}
+        return q_loss + v_loss, {"critic/q_loss": float(q_loss.detach()), "critic/v_loss": float(v_loss.detach())}
 
     def advantage_extras(self, batch: Any) -> dict[str, torch.Tensor]:
         idx = batch.extras.get("turn_index")
@@ -647,7 +647,7 @@ class SpaState(_BufferState):
     def loss(self, data: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, float]]:
         c = head_at(self.models["progress"], data["ids"], data["mask"], data["last"])  # (B, M)
         loss = spa_loss(c, data["outcome"], data["last"] >= 0, data["weight"])
-        return loss, {"progress/loss": float(loss)}
+        return loss, {"progress/loss": float(loss.detach())}
 
     def advantage_extras(self, batch: Any) -> dict[str, torch.Tensor]:
         idx = batch.extras.get("turn_index")

@@ -6,7 +6,7 @@ Annotations", arXiv:2312.08935). A step is a model turn.
       -> for each step t but the last: `prm.completions` rollouts that replay turns 0..t exactly and continue
          with the same policy (`ReplayEngine`; the environment must be deterministic, which is checked)
       -> labels: hard_t = 1 if any completion reaches the right answer (reward >= prm.success), soft_t = their
-         share; the last step's label is the trajectory's own outcome
+         share; the last step's label is the trajectory's own outcome (prm.completions=0: every step's)
       -> steps.train.jsonl / steps.eval.jsonl (one trajectory per line: ids, starts, ends, outcome, hard, soft)
       -> PRM = trunk (rm.init, LoRA or full) + head read at the last token of each step, BCE on the soft or hard
          labels (`ascent.algorithms.process_rewards.step_bce`), trained by `train_rm.fit`
@@ -34,7 +34,7 @@ from ascent.app.export import policy_at
 from ascent.app.pipeline import agent_loop, reward_specs
 from ascent.app.runs import RunDirError
 from ascent.app.train_rm import fit, reward_model_of, save_reward_model, trunk_policy
-from ascent.config.process_reward import ProcessRewardJob
+from ascent.config.process_reward import ProcessRewardJob, StepDataConfig
 from ascent.logging.metrics import console
 from ascent.policy.model import count_parameters
 from ascent.rewards.reward_model import FORMAT, VERSION
@@ -109,34 +109,47 @@ def mc_labels(outcomes: list[float], success: float) -> tuple[float, float]:
 
 
 class StepSampler:
-    """Samples an agent task's trajectories and labels their steps: the policy (or demonstrator), the
-    engine, the loop and the run's rewards."""
+    """Samples an agent task's trajectories and labels their steps, from its parts: the task's agent wiring,
+    the policy (its model and tokenizer; model None with a scripted engine), the engine (None: the agent's
+    demonstrator), the loop, the run's rewards and the `prm.*` settings."""
 
-    def __init__(self, job: ProcessRewardJob, task: TaskData) -> None:
+    def __init__(
+        self, agent: Any, policy: Any, engine: Any, loop: AgentConfig, runner: RewardRunner, cfg: StepDataConfig
+    ) -> None:
+        self.agent, self.policy, self.engine, self.loop, self.runner, self.cfg = (
+            agent,
+            policy,
+            engine,
+            loop,
+            runner,
+            cfg,
+        )
+
+    @classmethod
+    def of(cls, job: ProcessRewardJob, task: TaskData) -> "StepSampler":
+        """The sampler of a job: its policy (or the task's demonstrator) with the recipe's loop and rewards."""
         if task.agent is None:
             raise DataError("step labels are made for agent tasks (a step = a model turn); choose an agent recipe")
-        self.job, self.task, self.cfg = job, task, job.prm
-        self.loop: AgentConfig = replace(agent_loop(job.run), temperature=job.prm.temperature)
-        self.runner = RewardRunner(reward_specs(job.run, task), job.run.reward_weights, job.run.reward_timeout_s)
-        if self.cfg.policy == DEMONSTRATOR:
+        loop = replace(agent_loop(job.run), temperature=job.prm.temperature)
+        runner = RewardRunner(reward_specs(job.run, task), job.run.reward_weights, job.run.reward_timeout_s)
+        if job.prm.policy == DEMONSTRATOR:
             from ascent.policy.model import Policy
 
-            self.policy, self.engine = Policy(model=None, tokenizer=task.tokenizer), None
-        else:
-            self.policy = policy_at(self.cfg.policy, job.run)
-            self.policy.model.eval()
-            self.engine = make_engine(job.run.rollout, precision="model")
+            return cls(task.agent, Policy(model=None, tokenizer=task.tokenizer), None, loop, runner, job.prm)
+        policy = policy_at(job.prm.policy, job.run)
+        policy.model.eval()
+        return cls(task.agent, policy, make_engine(job.run.rollout, precision="model"), loop, runner, job.prm)
 
     def episodes(self, rows: list[Row], n: int, seed: int, replay: Optional[ReplayEngine] = None) -> list[Trajectory]:
         engine = self.engine
         if engine is None:
-            engine = ScriptedEngine(self.policy.tokenizer, self.task.agent.demonstrator(rows, random.Random(seed)))
+            engine = ScriptedEngine(self.policy.tokenizer, self.agent.demonstrator(rows, random.Random(seed)))
         if replay is not None:
             replay.inner, engine = engine, replay
-        tasks = [self.task.agent.env_task(r) for r in rows]
+        tasks = [self.agent.env_task(r) for r in rows]
         generator = torch.Generator().manual_seed(seed)
         with torch.no_grad():
-            return rollout(engine, self.policy, tasks, self.task.agent.make_env, self.loop, n, generator)
+            return rollout(engine, self.policy, tasks, self.agent.make_env, self.loop, n, generator)
 
     def outcomes(self, trajs: list[Trajectory], rows: list[Row], n: int) -> list[float]:
         """The run's reward of each trajectory (n per row, row-major); NaN where the reward failed."""
@@ -151,9 +164,9 @@ class StepSampler:
         traj_rows = [r for r in rows for _ in range(n)]
         outcome = self.outcomes(trajs, rows, n)
         labels = [[None] * len(t.turns) for t in trajs]  # (hard, soft) per step
-        for i, t in enumerate(trajs):
+        for i, t in enumerate(trajs):  # the last step's label (every step's without completions): the outcome
             if t.turns and outcome[i] == outcome[i]:
-                labels[i][-1] = mc_labels([outcome[i]], self.cfg.success)
+                labels[i][-1 if c else 0 :] = [mc_labels([outcome[i]], self.cfg.success)] * (1 if c else len(t.turns))
         depth = max((len(t.turns) for t in trajs), default=0) - 1
         for d in range(depth if c else 0):
             jobs = [i for i, t in enumerate(trajs) if len(t.turns) > d + 1 and outcome[i] == outcome[i]]
@@ -192,7 +205,7 @@ def make_steps(job: ProcessRewardJob) -> tuple[list[StepRecord], list[StepRecord
     if job.prm.policy is None:
         raise DataError("making step labels needs prm.policy (a run, a HF folder or 'demonstrator') or prm.file")
     task = load_task(run.data, run.seed if run.data.split_seed is None else run.data.split_seed)
-    sampler = StepSampler(job, task)
+    sampler = StepSampler.of(job, task)
     rng = random.Random(seed)
     train = sampler.records(rng.sample(task.train, min(job.prm.num_train, len(task.train))), seed)
     held = sampler.records(rng.sample(task.eval, min(job.prm.num_eval, len(task.eval))), seed + 1)

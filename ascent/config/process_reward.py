@@ -37,7 +37,8 @@ class StepDataConfig:
     """Trajectories sampled per task row; >= 1."""
     completions: int = 4
     """Monte Carlo completions from each step but the last (the last step's label is the trajectory's own
-    outcome); 0: outcome labels only (e.g. expert data for `q_evolve(demos=...)`); >= 0."""
+    outcome); 0: every step labelled with the trajectory's outcome (outcome supervision; e.g. expert data for
+    `q_evolve(demos=...)`, which reads only the outcomes); >= 0."""
     temperature: float = 1.0
     """Sampling temperature of trajectories and completions; > 0."""
     success: float = 1.0
