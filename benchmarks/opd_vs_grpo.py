@@ -15,6 +15,7 @@ the arm's crossing step over GRPO's, per seed (the bar: opd <= 1/3).
 
     python benchmarks/opd_vs_grpo.py --warmstart RUN/warmstart --teacher TEACHER_RUN --out DIR [--seeds 0 1 2]
     python benchmarks/opd_vs_grpo.py --teacher TEACHER_RUN --out DIR --report   # only read existing runs
+    ... --set train.optim.lr=1e-4 --tag lr1e-4                                  # both arms at another lr
 
 The teacher's accuracy is `accuracy_after_rl` of its summary.json. Runs use threads=1.
 """
@@ -52,8 +53,12 @@ def crossing(metrics: Path, target: float) -> tuple[int | None, float | None, fl
     return None, None, best
 
 
+def run_name(arm: str, seed: int, tag: str) -> str:
+    return f"{arm}{'-' + tag if tag else ''}-s{seed}"
+
+
 def run_arm(arm: str, seed: int, args: argparse.Namespace) -> Path:
-    name = f"{arm}-s{seed}"
+    name = run_name(arm, seed, args.tag)
     extra = [o.format(teacher=args.teacher) for o in ARMS[arm]]
     cmd = [
         str(Path(sys.executable).parent / "ascent"),
@@ -69,6 +74,7 @@ def run_arm(arm: str, seed: int, args: argparse.Namespace) -> Path:
         f"train.eval_every={args.eval_every}",
         "train.checkpoint_every=0",
         *extra,
+        *args.set,
     ]
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -85,6 +91,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--eval-every", type=int, default=2)
     ap.add_argument("--margin", type=float, default=0.02, help="target = teacher accuracy - margin")
+    ap.add_argument("--set", nargs="*", default=[], help="overrides for every arm, e.g. train.optim.lr=1e-4")
+    ap.add_argument("--tag", default="", help="run names become ARM-TAG-sSEED (e.g. a learning rate)")
     ap.add_argument("--report", action="store_true", help="do not train; read the runs already in --out")
     args = ap.parse_args()
     teacher_acc = json.loads((Path(args.teacher) / "summary.json").read_text())["accuracy_after_rl"]
@@ -93,7 +101,7 @@ def main() -> None:
     table = {}
     for seed in args.seeds:
         for arm in args.arms:
-            run = Path(args.out) / f"{arm}-s{seed}"
+            run = Path(args.out) / run_name(arm, seed, args.tag)
             if not args.report:
                 if args.warmstart is None:
                     ap.error("--warmstart is needed to train (or pass --report)")

@@ -412,10 +412,11 @@ def with_distillation(
 @LOSSES.register("opd", params=OpdParams, state=DistilState)
 @requires("full_logits", "teacher", "rewards")
 def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """On-policy distillation: per-token reverse KL to a frozen teacher on the student's own samples (GKD,
-    Agarwal et al., 2024, arXiv:2306.13649, with the reverse KL as divergence and no teacher-generated data; the
-    on-policy distillation of Lu & Thinking Machines, 2025, a blog post; on failed rollouts only as in HyperEyes,
-    Li et al., 2026, arXiv:2605.07177).
+    """On-policy distillation: per-token reverse KL to a frozen teacher on the student's own samples.
+
+    GKD (Agarwal et al., 2024, "On-Policy Distillation of Language Models", arXiv:2306.13649), with the reverse
+    KL as divergence and no teacher-generated data; the on-policy distillation of Lu & Thinking Machines, 2025 (a
+    blog post); on failed rollouts only as in HyperEyes (Li et al., 2026, arXiv:2605.07177).
 
     estimator "full" (default): l_t = KL(pi || pi_T)(. | x_<t) = sum_v pi(v|x_<t) (log pi(v|x_<t) - log pi_T(v|x_<t))
     over the full vocabulary, differentiated directly (zero gradient exactly where pi = pi_T).
@@ -426,7 +427,9 @@ def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.
     reference KL penalty when kl_coef > 0). The teacher (`opd(teacher=PATH)`, distil's state `DistilState`)
     must share the student's tokenizer. `loss/opd_kl` is the exact per-token reverse KL on the distilled rows.
     """
-    p = params if params is not None else OpdParams(teacher="(test)")
+    if params is None:
+        raise ValueError("loss 'opd' needs its parameters: opd(teacher=PATH)")
+    p = params
     _need(inp, "opd", "logits", "teacher_logprobs", "rewards")
     exact = reverse_kl_full(inp.logits, inp.teacher_logprobs)  # (N, T)
     if p.estimator == "full":
@@ -442,9 +445,10 @@ def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.
 @LOSSES.register("edge", params=EdgeParams, state=EdgeState)
 @requires("edge")
 def edge(inp: LossInput, cfg, params: EdgeParams = EdgeParams()) -> tuple[torch.Tensor, dict[str, float]]:
-    """EDGE's loss (Experience-Distillation for Guided Exploration; arXiv id not found, code github.com/xvolcano02/
-    EDGE; with the `edge` explorer): the RL loss
-    on the whole group plus reverse KL from the experience-free policy to the experience-conditioned one, on the
+    """EDGE's loss: ppo_clip plus reverse KL towards the experience-conditioned policy (with explorer `edge`).
+
+    EDGE (Experience-Distillation for Guided Exploration; arXiv id not found, code github.com/xvolcano02/EDGE): the
+    RL loss on the whole group plus reverse KL from the experience-free policy to the experience-conditioned one, on the
     policy's own samples (its empirical support):
 
         l = ppo_clip + coef * aggregate(sg(log pi(y_t | x) - log pi(y_t | e, x)) * pi/pi_old(y_t | x))

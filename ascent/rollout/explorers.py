@@ -1007,7 +1007,9 @@ def marginal_gains(
 
 @EXPLORERS.register("edge", params=EdgeExplorerParams)
 class EdgeExplorer(Explorer):
-    """EDGE (Experience-Distillation for Guided Exploration; arXiv id not found, code github.com/xvolcano02/EDGE;
+    """EDGE: part of each group sees an experience in its prompt, kept where its marginal gain is positive.
+
+    EDGE (Experience-Distillation for Guided Exploration; arXiv id not found, code github.com/xvolcano02/EDGE;
     docs/references.md): each group is
     split into an experience-conditioned part (k = max(1, round(share · n)) samples whose prompt carries an
     experience e from the bank, `template`) and an experience-free part (n − k samples of the plain prompt).

@@ -202,7 +202,9 @@ def calibsft_batch(items: list[dict[str, Any]], encoder: Any, tokenizer: Any, se
 def calibsft(
     ctx: WarmStartDataContext, params: CalibSFTParams = CalibSFTParams()
 ) -> tuple[list[dict[str, Any]], Demonstrations]:
-    """CalibSFT (arXiv preprint, id not found: docs/references.md; code github.com/ml-stat-Sustech/
+    """CalibSFT: confidence targets from success rate and correctness, balanced over bins (pre-RL SFT data).
+
+    CalibSFT (arXiv preprint, id not found: docs/references.md; code github.com/ml-stat-Sustech/
     verbalized-confidence-training): a pre-RL SFT stage that teaches a verbalised confidence with broad support.
 
     For each question q, k responses y_qj from the teacher with correctness c_qj (the `verifier`); the success
