@@ -269,6 +269,7 @@ def rl_phase(
         console.print(f"{phase} rollout precision: {picked}")
     r = cfg.rollout
     engine = make_engine(r)
+    run.rewards.attach_policy(policy.model, policy.tokenizer)  # rewards that judge with the policy (self_judge)
     parts = RLParts(
         policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
     )

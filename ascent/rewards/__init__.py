@@ -10,6 +10,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     peers,  # noqa: F401,E402 - peer_consensus (majority of the group / of peer models, label-free)
     reward_model,  # noqa: F401,E402 - reward_model (rm:PATH)
     sandbox,  # noqa: F401,E402 - code_tests
+    self_judge,  # noqa: F401,E402 - self_judge (the policy judges its own completions)
     shaping,
 )
 from ascent.rewards.builtin import REWARDS

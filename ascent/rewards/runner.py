@@ -195,6 +195,12 @@ class RewardRunner:
         self._reported: set[str] = set()
         self.failure_log: list[str] = []
 
+    def attach_policy(self, model: torch.nn.Module, tokenizer: Any) -> None:
+        """Hand the live policy to the rewards that judge with it (`self_judge`: the policy as its own referee)."""
+        for fn in self.fns:
+            if hasattr(fn, "attach_policy"):
+                fn.attach_policy(model, tokenizer)
+
     def state_dict(self) -> dict[str, Any]:
         """The state of stateful rewards (objects with `state_dict`, e.g. `trace`), keyed "k:spec"; the
         trainer checkpoints it so a resumed run continues with the same reward state."""
