@@ -16,7 +16,8 @@ and OMP/MKL_NUM_THREADS in the child's environment). Evaluation is the same prot
 undiscounted return of 10 deterministic episodes on fresh environments after training, episode i reset with seed
 S + 10000 + i on both sides (the same start states). The wall time compared is each side's own training
 time (`wall_seconds`: SB3's `learn()`, ascent's summary `train_seconds`, its training loop); the whole process's
-time measured from outside (imports, env construction and evaluation included) is printed beside it.
+time measured from outside (imports, env construction and evaluation included) is printed beside it, and so is
+the ratio of training CPU seconds (`train_cpu_seconds` on both sides), the steadier figure on a loaded machine.
 
 Usage (from the repository root):
 
@@ -121,6 +122,7 @@ def run_ascent(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any
     out = {"side": "ascent", "task": args.task, "seed": seed, **{k: summary.get(k) for k in keep}}
     # the training loop's time, as SB3's learn(); summary's wall_seconds also holds setup and evaluation
     out |= {"wall_seconds": summary["train_seconds"], "command_seconds": summary["wall_seconds"]}
+    out |= {"train_cpu_seconds": summary.get("train_cpu_seconds")}
     return out | {"process_seconds": process_s}
 
 
@@ -146,6 +148,7 @@ def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
             "return_ci95": [ci.lo, ci.hi],
             "mean_wall_seconds": statistics.fmean(r["wall_seconds"] for r in rs),
             "mean_process_seconds": statistics.fmean(r["process_seconds"] for r in rs),
+            "train_cpu_seconds": [r.get("train_cpu_seconds") for r in rs],
             "env_steps": [r["env_steps"] for r in rs],
         }
     if set(SIDES) <= set(sides):
@@ -155,6 +158,9 @@ def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
         out["wall_ratio"] = a["mean_wall_seconds"] / b["mean_wall_seconds"]
         out["wall_ratio_per_seed"] = [x / y for x, y in zip(a["wall_seconds"], b["wall_seconds"])]
         out["process_ratio"] = a["mean_process_seconds"] / b["mean_process_seconds"]
+        cpu_a, cpu_b = a["train_cpu_seconds"], b["train_cpu_seconds"]
+        if None not in cpu_a + cpu_b:  # CPU seconds: steadier than wall time on a shared, loaded machine
+            out["cpu_ratio"] = statistics.fmean(cpu_a) / statistics.fmean(cpu_b)
     return out
 
 
@@ -175,6 +181,7 @@ def report(summary: dict[str, Any], sides: list[str]) -> None:
             f"wall ratio ascent/SB3 {summary['wall_ratio']:.3f} (per seed "
             f"{', '.join(f'{x:.3f}' for x in summary['wall_ratio_per_seed'])}; whole process "
             f"{summary['process_ratio']:.3f})"
+            + (f"; CPU-time ratio {summary['cpu_ratio']:.3f}" if "cpu_ratio" in summary else "")
         )
 
 

@@ -10,7 +10,8 @@ in `TASKS`). Usage:
 
 Prints one JSON line (also written to `--out`): final_return (mean undiscounted return of 10 deterministic
 evaluation episodes after training), final_return_std, eval_returns, wall_seconds (the `learn()` call, the
-training only), eval_seconds, env_steps, versions and thread count.
+training only), train_cpu_seconds (the process's CPU seconds over the same call, all threads), eval_seconds,
+env_steps, versions and thread count.
 """
 
 from __future__ import annotations
@@ -211,9 +212,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     task = TASKS[args.task]
     steps = args.steps or task["steps"]
     model, venv = build(task, args.seed)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     model.learn(total_timesteps=steps, callback=progress_callback(steps))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     t1 = time.perf_counter()
     returns = evaluate(model, venv, task["env_id"], args.seed)
     eval_s = time.perf_counter() - t1
@@ -228,6 +229,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "final_return_std": std,
         "eval_returns": returns,
         "wall_seconds": wall,
+        "train_cpu_seconds": cpu,
         "eval_seconds": eval_s,
         "env_steps": int(model.num_timesteps),
         "torch_threads": torch.get_num_threads(),
