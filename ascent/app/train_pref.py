@@ -156,7 +156,9 @@ def pair_metrics(
     return sums
 
 
-def verifier_labels(pairs: list[PreferencePair], refs: Optional[torch.Tensor]):
+def verifier_labels(
+    pairs: list[PreferencePair], refs: Optional[torch.Tensor]
+) -> tuple[list[PreferencePair], Optional[torch.Tensor]]:
     """The pairs with the noisy labeller's flips undone (and their reference columns swapped to match)."""
     fixed = [replace(p, chosen=p.rejected, rejected=p.chosen, flipped=False) if p.flipped else p for p in pairs]
     if refs is None:
@@ -222,7 +224,15 @@ class PairSets:
     """The pairs a run evaluates on, with their reference log-probs: held-out, training (labels as given), and
     training with the noisy labeller's flips undone (the verifier's labels; only when some were flipped)."""
 
-    def __init__(self, policy: Policy, run: Run, train, held, mb: int, reference: bool) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        run: Run,
+        train: list[PreferencePair],
+        held: list[PreferencePair],
+        mb: int,
+        reference: bool,
+    ) -> None:
         tok, enc = policy.tokenizer, run.encoder
         ref = (lambda ps: reference_logprobs(policy.model, enc, tok, ps, mb)) if reference else (lambda ps: None)
         self.train, self.held, self.ref_train, self.ref_held = train, held, ref(train), ref(held)

@@ -171,6 +171,19 @@ def test_lora_ipo_from_a_run_directory(dpo_run, tmp_path, capsys, one_thread):
     assert json.loads(capsys.readouterr().out)["accuracy"] == s["accuracy_after"]
 
 
+def test_hf_folder_init_writes_a_run_that_builds_from_that_folder(dpo_run, tmp_path, capsys, one_thread):
+    job, _ = dpo_run
+    assert main(["export", str(job.out_dir), str(tmp_path / "hf")]) == 0
+    small = ["pairs.num_train=16", "pairs.num_eval=8", "pref.steps=2", "pref.batch_size=8", "pref.micro_batch_size=8"]
+    out = tmp_path / "from-hf"
+    s = train_pref(load_pref_job("default", [*TINY, *small, f"pref.init={tmp_path / 'hf'}", f"pref.out={out}"]))
+    assert "source: hf" in (out / "config.yaml").read_text()
+    capsys.readouterr()
+    assert main(["eval", str(out), "eval.pass_k=0"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["accuracy"], got["completion_len"]) == (s["accuracy_after"], s["completion_len_after"])
+
+
 def test_bad_settings_are_clear_errors(dpo_run, tmp_path, one_thread):
     job, _ = dpo_run
     with pytest.raises(ConfigError, match="batch_size=10 is not a multiple of micro_batch_size=4"):
