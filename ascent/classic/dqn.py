@@ -102,7 +102,8 @@ class DQN:
         self.q = QNetwork(envs.obs_dim, envs.n_actions, params.hidden).to(ctx.device)
         self.q_target = QNetwork(envs.obs_dim, envs.n_actions, params.hidden).to(ctx.device)
         self.q_target.load_state_dict(self.q.state_dict())
-        self.optimizer = adam(list(self.q.parameters()), params.lr)
+        self.parameters = list(self.q.parameters())
+        self.optimizer = adam(self.parameters, params.lr)
         self.buffer = ReplayBuffer(params.buffer_size, envs.obs_dim, (), discrete=True)
         self.rng = np.random.default_rng(ctx.seed)
         self.steps_per_iteration = params.train_freq * envs.num_envs
@@ -144,7 +145,7 @@ class DQN:
         loss = F.smooth_l1_loss(q, y)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.p.max_grad_norm)
+        torch.nn.utils.clip_grad_norm_(self.parameters, self.p.max_grad_norm)
         self.optimizer.step()
         return loss.detach()
 
@@ -174,7 +175,10 @@ class DQN:
 
 @CLASSIC.register("dqn", params=DQNParams)
 def dqn(ctx: ClassicContext, params: DQNParams = DQNParams()) -> DQN:
-    """DQN, replay + target network + Huber loss (Mnih et al. 2015, Nature 518:529); discrete actions."""
+    """DQN, replay + target network + Huber loss (Mnih et al. 2015, Nature 518:529); discrete actions.
+
+    L = mean Huber(Q(s, a) - y), y = r + gamma (1 - terminated) max_a' Q_target(s', a'); epsilon-greedy acting.
+    """
     return DQN(ctx, params)
 
 

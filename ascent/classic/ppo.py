@@ -216,7 +216,11 @@ def check(params: PPOParams, num_envs: int) -> None:
 
 @CLASSIC.register("ppo", params=PPOParams)
 def ppo(ctx: ClassicContext, params: PPOParams = PPOParams()) -> PPO:
-    """PPO, clipped surrogate + GAE (Schulman et al. 2017, arXiv:1707.06347); discrete and continuous actions."""
+    """PPO, clipped surrogate + GAE (Schulman et al. 2017, arXiv:1707.06347); discrete and continuous actions.
+
+    Per mini-batch: L = mean max(-A rho, -A clip(rho, 1 - eps, 1 + eps)) + vf_coef mean (V(s) - R)^2
+    - ent_coef mean H[pi(.|s)], rho = pi(a|s) / pi_old(a|s), A = GAE(gamma, lambda) normalised, R = A + V_old.
+    """
     return PPO(ctx, params)
 
 

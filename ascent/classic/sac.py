@@ -196,7 +196,11 @@ class SAC:
 
 @CLASSIC.register("sac", params=SACParams)
 def sac(ctx: ClassicContext, params: SACParams = SACParams()) -> SAC:
-    """SAC, twin soft Q + tanh-Gaussian actor + learned temperature (Haarnoja et al. 2018, arXiv:1812.05905)."""
+    """SAC, twin soft Q + tanh-Gaussian actor + learned temperature (Haarnoja et al. 2018, arXiv:1812.05905).
+
+    Critics: 1/2 (Q_i(s, a) - y)^2, y = r + gamma (1 - term) (min_j Q'_j(s', a') - alpha log pi(a'|s'));
+    actor: alpha log pi(a~|s) - min_j Q_j(s, a~); temperature: -log alpha (log pi(a~|s) + target_entropy).
+    """
     return SAC(ctx, params)
 
 
