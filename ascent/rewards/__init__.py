@@ -3,6 +3,7 @@
 from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewards
     agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, meta_tags, round_discount
     constraints,
+    evidence,  # noqa: F401,E402 - evidence_rm (group-relative evidence reward)
     games,  # noqa: F401,E402 - game_won, game_score
     grounding,  # noqa: F401,E402 - source_similarity (reference-free grounding in the source)
     judge,  # noqa: F401,E402 - judge (a generative judge LM with voting)
