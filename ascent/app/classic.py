@@ -115,9 +115,10 @@ def train_classic(
     logger.truncate_after("rl", trainer.steps)
     t1, c1 = time.perf_counter(), time.process_time()
 
-    def save_state() -> None:
-        state["train_seconds"] = train_before + time.perf_counter() - t1
-        state["train_cpu_seconds"] = cpu_before + time.process_time() - c1
+    def save_state(training: bool = True) -> None:
+        if training:  # the training clocks stop at the last checkpoint; evaluation has its own
+            state["train_seconds"] = train_before + time.perf_counter() - t1
+            state["train_cpu_seconds"] = cpu_before + time.process_time() - c1
         state["wall_seconds"] = wall_before + time.perf_counter() - t0
         write_text_atomic(state_path, json.dumps(state, indent=2))
 
@@ -139,7 +140,7 @@ def train_classic(
     t2 = time.perf_counter()
     returns = trainer.evaluate(c.eval_episodes)
     state["eval_seconds"] = time.perf_counter() - t2
-    save_state()
+    save_state(training=False)
     return finish(cfg, run_dir, trainer, returns, state, logger)
 
 
