@@ -43,8 +43,11 @@ PANELS = (
     ("time/fps", "environment steps per second"),
     ("loss/policy", "policy loss"),
     ("loss/value", "value / Q loss"),
-    ("loss/entropy", "entropy / alpha"),
-    ("train/lr", "learning rate / epsilon"),
+    ("loss/entropy", "entropy (PPO) / temperature alpha (SAC)"),
+    ("train/lr", "learning rate"),
+    ("train/clip", "clip range (PPO)"),
+    ("train/epsilon", "exploration epsilon (DQN)"),
+    ("loss/grad_norm", "gradient norm (PPO)"),
 )
 
 
