@@ -91,8 +91,8 @@ def test_gradient_accumulation_gives_the_one_batch_update(tokenizer, spec, one_t
 
 @pytest.fixture(scope="module")
 def dpo_run(tmp_path_factory):
-    """A tiny scratch policy of the default task, DPO for 20 steps on 64 verifier pairs with a quarter flipped
-    (one torch thread, restored afterwards)."""
+    """A tiny scratch policy of the default task, a 3-step warm start, then DPO for 20 steps on 64 verifier pairs
+    with a quarter flipped (one torch thread, restored afterwards)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("pref") / "dpo"
@@ -100,6 +100,8 @@ def dpo_run(tmp_path_factory):
         "default",
         [
             *TINY,
+            "warmstart.steps=3",  # no pref.init: the recipe's warm start is trained first, into OUT/warmstart
+            "warmstart.eval_every=0",
             "pairs.num_train=64",
             "pairs.num_eval=32",
             "pairs.label_noise=0.25",
@@ -130,6 +132,7 @@ def test_the_output_is_a_run_that_ascent_eval_reads(dpo_run, capsys, one_thread)
     job, s = dpo_run
     out = job.out_dir
     assert (out / "config.yaml").exists() and (out / "checkpoints" / "step_000020").is_dir()
+    assert (out / "warmstart" / "model.safetensors").exists() and s["warmstart_seconds"] > 0
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows if r["phase"] == "pref"] == list(range(1, 21))
     assert main(["eval", str(out), "eval.pass_k=0"]) == 0
