@@ -109,6 +109,24 @@ def goal_text(prompt: Optional[str], objective: str, names: list[str], walkthrou
     return objective
 
 
+def tokenizer_pieces(rows: list[Row]) -> list[str]:
+    """Whole-word tokens for the task's character tokenizer (`char_tokenizer(ALPHABET, pieces)`): the
+    words of `rows`' walkthroughs and things, each after a space (" passkey"; object names always follow
+    a space), the commands' verbs also bare (a command starts right after `<action>` or the goal's
+    `Goal: ` / `, then `), the scripted player's own commands, the action tags, the goal's joints and the
+    char chat template's role headers. A name is then copied in a few tokens; a word no training game
+    holds falls back to characters (so held-out games never need a word the tokenizer lacks).
+
+    >>> pieces = tokenizer_pieces([{"walkthrough": ["go east", "take red key"], "objects": ["red key"]}])
+    >>> sorted(p for p in pieces if p.strip() in ("red", "key", "take", "east"))
+    [' east', ' key', ' red', ' take', 'take']
+    """
+    words = {w for r in rows for x in [*r["walkthrough"], *r.get("objects", [])] for w in re.findall(r"[A-Za-z]+", x)}
+    verbs = {c.split()[0] for r in rows for c in r["walkthrough"] if c.split()} | {STOP, "examine", "inventory", "look"}
+    markup = [ACTION_OPEN, ACTION_CLOSE, "Goal: ", ", then ", "[user]\n", "[assistant]\n", "[tool]\n"]
+    return sorted({" " + w for w in words | verbs} | verbs | set(markup))
+
+
 def thing_names(game: Any) -> list[str]:
     """Names of a textworld Game's things and doors (not rooms, the player or the inventory)."""
     return sorted({e.name for e in game.infos.values() if e.name and e.type not in ("r", "P", "I")})
@@ -318,6 +336,9 @@ class TextWorldParams:
     (empty: on every game). A systematic blind spot, like the default task's dropped carry."""
     cache_dir: Optional[str] = None
     """Where generated games are cached (None: $ASCENT_CACHE/textworld)."""
+    word_pieces: bool = False
+    """The character tokenizer also gets the training games' words as whole tokens (`tokenizer_pieces`):
+    names are copied from the goal in a few tokens instead of one per character; false: characters only."""
 
     def __post_init__(self) -> None:
         check_config(self)
@@ -426,5 +447,5 @@ def textworld_task(cfg: DataConfig, seed: int, params: TextWorldParams = TextWor
     except ValueError as e:
         raise DataError(str(e)) from None
     agent = AgentTask(make_env=games.make_env, env_task=games.env_task, demonstrator=games.demonstrator)
-    tokenizer = with_chat_template(char_tokenizer(ALPHABET))
+    tokenizer = with_chat_template(char_tokenizer(ALPHABET, tokenizer_pieces(train) if params.word_pieces else ()))
     return TaskData(train=train, eval=held_out, reward="game_won", teacher=None, tokenizer=tokenizer, agent=agent)

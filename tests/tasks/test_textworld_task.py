@@ -107,6 +107,39 @@ def test_goal_text_follows_the_prompt_fields():
     )
 
 
+def test_word_pieces_copy_names_as_the_goal_spells_them():
+    from ascent.agents.chat import with_chat_template
+    from ascent.policy.tokenizer import char_tokenizer
+    from ascent.tasks.textworld import ALPHABET, tokenizer_pieces
+
+    rows = [{"walkthrough": ["take red key from chest", "put red key on stand"], "objects": ["red key", "chest"]}]
+    tok = with_chat_template(char_tokenizer(ALPHABET, tokenizer_pieces(rows)))
+
+    def pieces(text):
+        return tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+
+    goal = pieces("Goal: take red key from chest, then put red key on stand.")
+    assert goal == [
+        "Goal: ",
+        "take",
+        " red",
+        " key",
+        " from",
+        " chest",
+        ", then ",
+        "put",
+        " red",
+        " key",
+        " on",
+        " stand",
+        ".",
+    ]
+    assert pieces("<action>put red key on stand</action>") == ["<action>", *goal[7:12], "</action>"]
+    assert pieces(" blue key") == [" ", "b", "l", "u", "e", " key"], "a word no training game holds: characters"
+    text = "[user]\nGoal: go east, then eat pie.<eos>\n[assistant]\n<action>stop</action>"
+    assert tok.decode(tok(text, add_special_tokens=False)["input_ids"]) == text
+
+
 def test_game_rewards():
     won, score = REWARDS.get("game_won"), REWARDS.get("game_score")
     infos = [{"won": True, "score": 2, "max_score": 2}, {"won": False, "score": 1, "max_score": 2}, {"stopped": True}]
