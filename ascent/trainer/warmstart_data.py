@@ -8,6 +8,7 @@ imitated tokens).
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
@@ -21,6 +22,7 @@ from ascent.rollout.types import Generation, RolloutBatch
 from ascent.trainer.sft import Demonstrations, single_turn_demonstrations
 
 WARMSTART_DATA: Registry = Registry("warm-start data")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -217,7 +219,8 @@ def calibsft(
     is no model, so the task's (stochastic, imperfect) teacher is the response source. Pair with a reward that
     reads the confidence (`brier_confidence`) for confidence-aware RL.
     """
-    items, _ = calibsft_items(ctx, params)
+    items, stats = calibsft_items(ctx, params)
+    log.info("calibsft: %s", ", ".join(f"{k.split('/')[1]} {v:.3g}" for k, v in stats.items()))
     if not items:
         raise ValueError("calibsft kept no response: the task has no training rows")
     return items, lambda drawn, rng: calibsft_batch(drawn, ctx.encoder, ctx.tokenizer, params.separator)
