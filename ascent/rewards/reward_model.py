@@ -174,6 +174,11 @@ class RewardModelReward:
         if micro_batch_size is not None and micro_batch_size < 1:
             raise ConfigError(f"reward_model: micro_batch_size must be >= 1, got {micro_batch_size}")
         self.path, self.fixed_device = str(path), device
+        if read_meta(Path(path)).get("kind") == "process":
+            raise ConfigError(
+                f"reward model {str(path)!r} is a process reward model (it scores each turn of an agent's trajectory); "
+                f"use it as step credit: algorithm.advantage=prm(path={path})"
+            )
         self.rm, self.tokenizer, self.meta = load_reward_model(path, device or "cpu")
         self.micro_batch_size = micro_batch_size or int(self.meta.get("micro_batch_size") or 64)
         self.max_length = int(self.meta.get("max_length") or 1024)

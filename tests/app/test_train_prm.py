@@ -187,3 +187,11 @@ def test_learned_critics_train_inside_an_rl_step(spec, metric, tmp_path):
         changed = sum(not torch.equal(before[k][n], p) for n, p in model.state_dict().items())
         assert changed >= 2, k  # at least the head (zero-initialised heads give the trunk gradients from step 2)
     assert len(state.buffer) == 4  # 2 prompts x 2 samples joined the buffer
+
+
+def test_a_prm_folder_is_refused_as_an_outcome_reward(prm_folder):
+    from ascent.rewards.reward_model import RewardModelReward
+    from ascent.typed import ConfigError
+
+    with pytest.raises(ConfigError, match="prm\\(path="):
+        RewardModelReward(str(prm_folder))
