@@ -168,3 +168,45 @@ def test_bad_specs_are_config_errors_at_load(tiny_rm, tmp_path, spec, message):
 def test_an_unknown_labeller_names_the_valid_ones(tiny_rm):
     with pytest.raises(RewardSpecError, match="unknown reward 'nope'"):
         resolve_reward(f"rm_online(path={tiny_rm}, labeller=nope)")
+
+
+def test_a_run_with_rm_online_resumes_bitwise(tiny_rm, tmp_path):
+    """2 steps + resume + 2 steps == 4 steps: the trainer checkpoints the reward model, its optimizer and RNG."""
+    from safetensors.torch import load_file
+
+    from ascent.app.pipeline import train
+    from ascent.trainer.checkpoint import Checkpointer
+
+    spec = f"rm_online(path={tiny_rm}, lr=0.01, updates_per_step=2, label_noise=0.25, buffer_size=16, replay_pairs=4)"
+    overrides = [
+        *TINY_MODEL,
+        "model.intermediate_size=64",
+        "data.task=addition(digits=1)",
+        "data.num_eval=8",
+        "warmstart.steps=2",
+        "warmstart.eval_every=0",
+        "train.steps=4",
+        "train.prompts_per_step=4",
+        "rollout.samples_per_prompt=4",
+        "train.eval_every=0",
+        "train.checkpoint_every=0",
+        "eval.pass_k=0",
+        "eval.reward=exact_answer",
+        "control.enabled=false",
+        "logging.progress=false",
+        f"output_dir={tmp_path}",
+    ]
+    cfg = load_config("default", [*overrides, f"reward=['{spec}',exact_answer]", "reward_weights=[1.0,0.0]"])
+    full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
+    assert train(cfg.__class__(**{**cfg.__dict__, "name": "split"}), stop_at=2) is None
+    resumed = train(run_dir=tmp_path / "split", resume=True)
+    assert full["rm_online_pairs"] == resumed["rm_online_pairs"] > 0
+    assert full["rm_online_flipped"] == resumed["rm_online_flipped"] == round(0.25 * full["rm_online_pairs"])
+    a, b = (
+        load_file(Checkpointer(tmp_path / n / "checkpoints").latest() / "model.safetensors") for n in ("full", "split")
+    )
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    states = [Checkpointer.load_state(Checkpointer(tmp_path / n / "checkpoints").latest()) for n in ("full", "split")]
+    (rm_a,), (rm_b,) = (list(s["rewards"].values()) for s in states)
+    assert all(torch.equal(rm_a["model"][k], rm_b["model"][k]) for k in rm_a["model"])
+    assert rm_a["counts"] == rm_b["counts"] and rm_a["buffer"] == rm_b["buffer"]
