@@ -108,7 +108,8 @@ class SAC:
             m.to(ctx.device)
         self.log_alpha = torch.nn.Parameter(torch.tensor(float(np.log(p.alpha_init)), device=ctx.device))
         self.target_entropy = -float(envs.action_dim) if p.target_entropy is None else p.target_entropy
-        self.actor_opt = adam(list(self.actor.parameters()), p.lr)
+        self.actor_params = list(self.actor.parameters())
+        self.actor_opt = adam(self.actor_params, p.lr)
         self.critic_opt = adam(list(self.critic.parameters()), p.lr)
         self.alpha_opt = adam([self.log_alpha], p.lr)
         self.buffer = ReplayBuffer(p.buffer_size, envs.obs_dim, (envs.action_dim,), discrete=False)
@@ -155,8 +156,9 @@ class SAC:
         c_loss.backward()
         self.critic_opt.step()
         pi_loss = actor_loss(self.critic(b.obs, actions_pi), log_prob, alpha)
-        self.actor_opt.zero_grad(set_to_none=True)
-        pi_loss.backward()
+        grads = torch.autograd.grad(pi_loss, self.actor_params)  # through the critics, not into their weights
+        for param, grad in zip(self.actor_params, grads):
+            param.grad = grad
         self.actor_opt.step()
         with torch.no_grad():
             torch._foreach_lerp_(list(self.critic_target.parameters()), list(self.critic.parameters()), self.p.tau)
