@@ -133,3 +133,20 @@ def test_trainer_state_round_trips_the_normalisers():
     np.testing.assert_array_equal(fresh.envs.obs_norm.rms.mean, trainer.envs.obs_norm.rms.mean)
     np.testing.assert_array_equal(fresh.envs.reward_norm.returns, trainer.envs.reward_norm.returns)
     np.testing.assert_array_equal(fresh.envs.obs, trainer.envs.obs)
+
+
+def test_cli_trains_resumes_and_evaluates_a_classic_run(tmp_path, capsys):
+    from ascent.cli import main
+
+    args = ["cartpole-ppo", f"output_dir={tmp_path}", "classic.total_steps=512", "logging.progress=false"]
+    assert main(["train", *args, "classic.eval_episodes=2"]) == 0
+    run = tmp_path / "cartpole-ppo"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["env_steps"] == 512 and len(summary["final_returns"]) == 2
+    assert main(["train", "--resume", str(run)]) == 0  # finished: evaluates again, same returns
+    assert json.loads((run / "summary.json").read_text())["final_returns"] == summary["final_returns"]
+    capsys.readouterr()
+    assert main(["eval", str(run), "classic.eval_episodes=2"]) == 0
+    assert json.loads(capsys.readouterr().out)["returns"] == summary["final_returns"]
+    assert main(["train", *args]) == 2  # the run directory is taken: a clear error, not a traceback
+    assert "already holds a run" in capsys.readouterr().err
