@@ -233,10 +233,10 @@ class _BufferState(PieceState):
         self.generator.set_state(state["generator"])
 
 
-def _scale(values: torch.Tensor, live: torch.Tensor, eps: float) -> torch.Tensor:
-    """Std of `values` over `live` entries + eps (1 when fewer than two)."""
-    v = values[live]
-    return v.std() + eps if v.numel() > 1 else torch.ones((), dtype=values.dtype)
+def _group_scale(inp: AdvantageInput, cfg) -> torch.Tensor:
+    """(N, 1) float64 divisor: the group's outcome std + std_eps, 1 for groups whose outcomes are all equal."""
+    _, _, std = group_moments(inp.rewards.double(), inp.group_index, inp.valid)
+    return torch.where(std > 0, std + cfg.std_eps, torch.ones_like(std))[:, None]
 
 
 def _live(inp: AdvantageInput, scores: torch.Tensor) -> torch.Tensor:
@@ -489,7 +489,8 @@ class QEvolveParams:
     outcome_coef: float = 1.0
     """Weight of the GRPO outcome advantage added to every turn (0: the process rewards alone); >= 0."""
     process_coef: float = 1.0
-    """Weight of the process reward Q - V (divided by its std over the batch's turns); >= 0."""
+    """Weight of the process reward Q - V (in outcome units, divided by the group's outcome std like GRPO's
+    advantage); >= 0."""
     success_weight: float = 1.0
     """Up-weighting of successful trajectories' near-terminal transitions in the IQL losses (Q-Evolve's weighted
     IQL): a transition t of a K-turn trajectory with outcome > 0 weighs (1 + success_weight * 0.5^(K-1-t));
@@ -553,7 +554,7 @@ class QEvolveState(_BufferState):
 @ADVANTAGES.register("q_evolve", params=QEvolveParams, state=QEvolveState)
 def q_evolve(inp: AdvantageInput, cfg, params: QEvolveParams = QEvolveParams()) -> torch.Tensor:
     """Q-Evolve (Zhang et al. 2026, arXiv:2606.07367): step-wise process rewards from an in-distribution
-    critic, A_t = outcome_coef * A_GRPO + process_coef * (Q(s_t, a_t) - V(s_t)) / std(Q - V).
+    critic, A_t = outcome_coef * A_GRPO + process_coef * (Q(s_t, a_t) - V(s_t)) / (std_g r + std_eps).
 
     The critic (`QEvolveState`) is trained by weighted Implicit Q-Learning (Kostrikov et al. 2021,
     arXiv:2110.06169) on a hybrid off-policy dataset, the latest agent trajectories plus expert
@@ -563,8 +564,10 @@ def q_evolve(inp: AdvantageInput, cfg, params: QEvolveParams = QEvolveParams()) 
         L_Q = E_w[(Q(s_t, a_t) - y_t)^2],  y_t = gamma V(s_{t+1}) (y = the outcome for the last turn),
         L_V = E_w[L_tau(Q(s_t, a_t) - V(s_t))],  L_tau(u) = |tau - 1(u < 0)| u^2,
     in-sample only (no max over unseen actions), which is what keeps the backups stable with sparse
-    terminal rewards. The process reward of a turn is its advantage Q - V, divided by its std over the
-    batch's turns; the outcome's GRPO advantage is added (outcome_coef; 0: Q-Evolve's process rewards
+    terminal rewards. The process reward of a turn is its advantage Q - V, in outcome units, divided by the
+    group's outcome std as GRPO's advantage is (1 for groups with equal outcomes; not by the std of Q - V,
+    which blows an untrained critic's near-zero noise up to the outcome's scale); the outcome's GRPO
+    advantage is added (outcome_coef; 0: Q-Evolve's process rewards
     alone). Each batch is scored by the critic as it stood before the batch; the batch then joins the
     buffer and the critic takes `train_steps` steps. The policy update is the run's loss (ppo_clip: its
     clipped ratio is the behaviour-proximal part; Q-Evolve's offline BPPO iterations are not reproduced).
@@ -575,7 +578,7 @@ def q_evolve(inp: AdvantageInput, cfg, params: QEvolveParams = QEvolveParams()) 
     idx = _turn_index(inp, name, q.shape[1])
     live = _live(inp, q) & torch.isfinite(v)
     reward = torch.where(live, q - v, torch.zeros_like(q))  # (N, M) process rewards
-    turn_adv = params.process_coef * reward / _scale(reward, live, cfg.std_eps)
+    turn_adv = params.process_coef * reward / _group_scale(inp, cfg)
     turn_adv = turn_adv + params.outcome_coef * _grpo_seq(inp, cfg).double()[:, None]
     return _to_tokens(torch.where(live, turn_adv, torch.zeros_like(turn_adv)), idx, inp)
 
@@ -688,14 +691,14 @@ def spa(inp: AdvantageInput, cfg, params: SpaParams = SpaParams()) -> torch.Tens
     live = _live(inp, contrib)
     r = torch.where(inp.valid, inp.rewards.double(), torch.zeros_like(inp.rewards.double()))
     c = spa_decomposition(contrib, r, live)  # (N, M), rows sum to r
-    _, mean, std = group_moments(inp.rewards.double(), inp.group_index, inp.valid)
+    _, mean, _ = group_moments(inp.rewards.double(), inp.group_index, inp.valid)
     k = live.sum(1, keepdim=True).clamp(min=1).double()
     turn_adv = c - mean[:, None] / k
     if params.grounding_coef:
         ground = torch.nan_to_num(_extra(inp, "turn_rewards", name).double(), nan=0.0)
         turn_adv = turn_adv + params.grounding_coef * ground
     if params.normalize:
-        turn_adv = turn_adv / torch.where(std > 0, std + cfg.std_eps, torch.ones_like(std))[:, None]
+        turn_adv = turn_adv / _group_scale(inp, cfg)
     return _to_tokens(torch.where(live, turn_adv, torch.zeros_like(turn_adv)), idx, inp)
 
 

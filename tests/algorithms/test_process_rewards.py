@@ -151,13 +151,14 @@ def test_q_evolve_advantage_on_a_hand_made_trajectory():
     v = [[0.5, 0.5], [0.4, NAN]]
     inp = agent_input([1.0, 0.0], [[0, 0, 1], [0, -1, -1]], turn_q=q, turn_v=v)
     adv = ADVANTAGES.get("q_evolve")(inp, CFG, QEvolveParams(outcome_coef=0.0))
-    diffs = torch.tensor([0.1, 0.4, -0.1], dtype=torch.float64)
-    s = float(diffs.std()) + EPS
+    s = math.sqrt(0.5) + EPS  # the group's outcome std (rewards 1, 0)
     assert adv[0].tolist() == pytest.approx([0.1 / s, 0.1 / s, 0.4 / s], rel=1e-5)
     assert adv[1].tolist() == pytest.approx([-0.1 / s, 0.0, 0.0], rel=1e-5)
     both = ADVANTAGES.get("q_evolve")(inp, CFG, QEvolveParams())
-    grpo = 0.5 / (math.sqrt(0.5) + EPS)
+    grpo = 0.5 / s
     assert (both - adv)[0].tolist() == pytest.approx([grpo] * 3, rel=1e-5)
+    flat = agent_input([1.0, 1.0], [[0, 0, 1], [0, -1, -1]], turn_q=q, turn_v=v)  # equal outcomes: divided by 1
+    assert ADVANTAGES.get("q_evolve")(flat, CFG, QEvolveParams())[1].tolist() == pytest.approx([-0.1, 0.0, 0.0])
 
 
 def test_spa_contributions_sum_to_the_outcome_and_advantages_to_grpo():
