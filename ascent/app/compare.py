@@ -567,6 +567,12 @@ def compare(
     variants = (read_variants(variants_file) if variants_file else []) + (parse_vary(vary) if vary else [])
     parse_overrides(overrides)  # fail early on a malformed override
     base = load_config(recipe, overrides)
+    if base.classic is not None:
+        raise ConfigError(
+            f"ascent compare tables held-out accuracy of language-model runs; {recipe!r} is a classic Gymnasium run: "
+            "run its seeds with `ascent train RECIPE seed=N name=...` (summary.json final_return) or "
+            "benchmarks/classic_vs_sb3.py"
+        )
     if seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {seeds}")
     plan = Plan(recipe, list(overrides), variants, [base.seed + i for i in range(seeds)], base.seed, max(1, jobs))

@@ -62,6 +62,10 @@ def test_bad_configs_say_what_to_change():
         load_config("cartpole-ppo", ["classic.num_envs=4"])
     with pytest.raises(ConfigError, match=r"classic.num_envs must be > 0"):
         load_config("cartpole-ppo", ["classic.num_envs=0"])
+    from ascent.app.compare import compare
+
+    with pytest.raises(ConfigError, match=r"is a classic Gymnasium run"):
+        compare("cartpole-ppo", [], ["seed=1,2"], None, 1, None, 1, "unused", False)
 
 
 def test_ppo_learns_cartpole(tmp_path):
