@@ -188,7 +188,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from ascent.app.classic import is_classic_run
     from ascent.app.export import MANIFEST, export
+    from ascent.app.runs import RunDirError, find_config
+
+    if is_classic_run(find_config(Path(args.target))[0]):
+        raise RunDirError(
+            "ascent export writes language models; a classic run's networks are already plain safetensors: "
+            "checkpoints/step_N/model.safetensors (keys actor.*, critic.*, q.*, ...)"
+        )
 
     out = export(Path(args.target), Path(args.out_dir), args.overwrite)
     print(json.dumps({"exported": str(out), **json.loads((out / MANIFEST).read_text())}, indent=2))

@@ -154,3 +154,5 @@ def test_cli_trains_resumes_and_evaluates_a_classic_run(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["returns"] == summary["final_returns"]
     assert main(["train", *args]) == 2  # the run directory is taken: a clear error, not a traceback
     assert "already holds a run" in capsys.readouterr().err
+    assert main(["export", str(run), str(tmp_path / "out")]) == 2
+    assert "already plain safetensors" in capsys.readouterr().err
