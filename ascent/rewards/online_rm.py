@@ -57,9 +57,9 @@ class OnlineRMParams:
     """Share of the pairs whose preference is flipped (exactly, over the run; picked with `seed`)."""
     pairs_per_step: int = 32
     """Most pairs labelled per call (one per group of completions of a prompt)."""
-    updates_per_step: int = 1
+    updates_per_step: int = 4
     """Bradley–Terry optimizer steps per call, each on all the call's pairs (0: score and label only)."""
-    lr: float = 1e-4
+    lr: float = 3e-4
     """AdamW learning rate of the reward model."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -67,10 +67,10 @@ class OnlineRMParams:
     """Gradient-norm clip of each update (0: none)."""
     micro_batch_size: Optional[int] = None
     """Sequences per forward, scoring and training; None: the folder's `micro_batch_size` (64 if none)."""
-    buffer_size: int = 0
+    buffer_size: int = 4096
     """Labelled pairs kept for replay (the newest; 0: none): the reward model keeps learning from what the
     policy produced earlier, as iterated RLHF keeps its earlier comparisons."""
-    replay_pairs: int = 0
+    replay_pairs: int = 64
     """Earlier pairs drawn from the buffer and trained on with each call's fresh pairs (no new labels)."""
     seed: int = 0
     """Seed of the group order, the pair picks, the flips and the replay draws."""

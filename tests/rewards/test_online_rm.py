@@ -156,7 +156,7 @@ def test_in_the_runner_summary_and_metrics(tiny_rm):
         ("rm_online(path={rm}, lr=0)", "lr must be > 0"),
         ("rm_online(path={rm}, labeller='rm:x')", "labeller must be a verifier"),
         ("rm_online(path={rm}, typo=1)", "unknown key"),
-        ("rm_online(path={rm}, replay_pairs=4)", "replay_pairs needs a buffer_size"),
+        ("rm_online(path={rm}, buffer_size=0, replay_pairs=4)", "replay_pairs needs a buffer_size"),
         ("rm_online(path={missing})", "does not exist"),
     ],
 )
