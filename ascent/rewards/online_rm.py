@@ -21,11 +21,12 @@ from the labeller alone. Each call (one rollout batch, groups of completions of 
        L(θ) = −(1/P) Σ_p log σ(RM_θ(x_p, y_p^chosen) − RM_θ(x_p, y_p^rejected)),
    so the next batch is scored by a model that has seen what the policy now produces.
 
-Label budget: the labeller judges the completions of the groups it is shown (at most all N of the batch; it stops
-once `pairs_per_step` pairs are found), counted in `rm_online/labels`; the RM trains on P ≤ `pairs_per_step`
-pairwise labels per call (`rm_online/pairs`). As in `ascent make-pairs`, which completions form a pair is chosen
-from the labeller's clean verdicts; the preference the RM learns is the noisy one. The weights, the optimizer's
-moments, the RNG and the counters are the reward's `state_dict`, checkpointed by the trainer (exact resume).
+Label budget: the labeller judges the completions of the groups it is shown (at most all N of the batch, or
+`max_labels`; it stops once `pairs_per_step` pairs are found), counted in `rm_online/labels`; the RM trains on P ≤
+`pairs_per_step` pairwise labels per call (`rm_online/pairs`). As in `ascent make-pairs`, which completions form a
+pair is chosen from the labeller's clean verdicts; the preference the RM learns is the noisy one. The weights, the
+optimizer's moments, the RNG and the counters are the reward's `state_dict`, checkpointed by the trainer (exact
+resume).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class OnlineRMParams:
     """Share of the pairs whose preference is flipped (exactly, over the run; picked with `seed`)."""
     pairs_per_step: int = 32
     """Most pairs labelled per call (one per group of completions of a prompt)."""
+    max_labels: int = 0
+    """Most completions the labeller judges per call (whole groups; 0: no cap beyond the batch)."""
     updates_per_step: int = 4
     """Bradley–Terry optimizer steps per call, each on all the call's pairs (0: score and label only)."""
     lr: float = 3e-4
@@ -84,8 +87,8 @@ class OnlineRMParams:
             raise ValueError(
                 f"label_noise must be in [0, 0.5) (at 0.5 the labels carry nothing), got {self.label_noise}"
             )
-        if self.pairs_per_step < 1 or self.updates_per_step < 0:
-            raise ValueError("pairs_per_step must be >= 1 and updates_per_step >= 0")
+        if self.pairs_per_step < 1 or self.updates_per_step < 0 or self.max_labels < 0:
+            raise ValueError("pairs_per_step must be >= 1, updates_per_step and max_labels >= 0")
         if self.lr <= 0 or self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("lr must be > 0, weight_decay and grad_clip >= 0")
         if self.buffer_size < 0 or self.replay_pairs < 0 or (self.replay_pairs and not self.buffer_size):
@@ -224,12 +227,18 @@ class OnlineRewardModel:
             members.setdefault(key, []).append(i)
         order = list(members)
         self.rng.shuffle(order)
-        pairs, labels = [], 0
+        pairs, labels, cap = [], 0, self.params.max_labels or len(prompts)
         for at in range(0, len(order), self.params.pairs_per_step):  # judge chunks of groups until enough pairs
-            chunk = [i for key in order[at : at + self.params.pairs_per_step] for i in members[key]]
+            shown = []
+            for key in order[at : at + self.params.pairs_per_step]:  # whole groups, within the label budget
+                if labels + sum(len(members[k]) for k in shown) + len(members[key]) <= cap:
+                    shown.append(key)
+            if not shown:
+                break
+            chunk = [i for key in shown for i in members[key]]
             verdicts = self.judge(prompts, completions, fields, chunk)
             labels += len(chunk)
-            for key in order[at : at + self.params.pairs_per_step]:
+            for key in shown:
                 right = [i for i in members[key] if verdicts.get(i) is True]
                 wrong = [i for i in members[key] if verdicts.get(i) is False]
                 if right and wrong and len(pairs) < self.params.pairs_per_step:

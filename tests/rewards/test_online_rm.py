@@ -97,6 +97,12 @@ def test_flips_are_an_exact_share_of_the_pairs_seen(tiny_rm):
     assert exact_flips(4, 3, 2, 0.25, random.Random(0)) == []  # never negative
 
 
+def test_the_label_budget_caps_the_verdicts(tiny_rm):
+    online = resolve_reward(f"rm_online(path={tiny_rm}, updates_per_step=0, pairs_per_step=2, max_labels=5)")
+    online(*batch(SUMS)[:2], **batch(SUMS)[2])
+    assert online.counts["labels"] == 4 and online.counts["pairs"] == 2  # two groups of 2; a third would make 6
+
+
 def test_flipped_labels_train_the_wrong_way(tiny_rm):
     prompts, completions, fields = batch(SUMS)
     clean = resolve_reward(f"rm_online(path={tiny_rm}, lr=0.01, updates_per_step=1)")
