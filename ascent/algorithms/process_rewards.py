@@ -611,6 +611,10 @@ class SpaParams:
     extras['turn_rewards'] (SPA, Wang et al. 2025, arXiv:2505.20732: whether the action executed; NaN as 0)."""
     normalize: bool = True
     """Divide by the group's outcome std (+ std_eps) where it is > 0."""
+    flat_groups: bool = False
+    """Keep the redistribution in groups whose outcomes are all equal (it sums to 0 per trajectory; divided by 1);
+    false: those groups get 0, as in GRPO and `progress` (measured: keeping it let the estimator's credit for
+    extra search turns in all-success groups collapse a run, docs/results.md §4b)."""
     buffer: int = 256
     """Trajectories kept for the estimator (the latest ones); >= 1."""
     batch_size: int = 32
@@ -675,9 +679,9 @@ def spa(inp: AdvantageInput, cfg, params: SpaParams = SpaParams()) -> torch.Tens
     the contributions sum to r exactly, and the group's mean outcome is taken off evenly as the baseline: a
     trajectory's turn advantages sum to (r - mean_g r) / std, GRPO's total, and the estimator only moves
     credit between its turns. g_t is the grounding signal (the environment's step reward, extras
-    turn_rewards, NaN as 0; SPA: whether the action executed validly). Groups with equal outcomes keep the
-    redistribution (it sums to 0), divided by 1. With an untrained estimator (a zero head) every turn
-    gets 1/K of the GRPO advantage.
+    turn_rewards, NaN as 0; SPA: whether the action executed validly). Groups with equal outcomes get 0
+    (params.flat_groups: keep the redistribution, which sums to 0, divided by 1). With an untrained
+    estimator (a zero head) every turn gets 1/K of the GRPO advantage.
 
     Unlike `progress` (our learning-free reading of SPA), whose progress after a turn is the mean outcome of
     the group's trajectories sharing that history, so credit moves only where the group's samples branch
@@ -699,6 +703,9 @@ def spa(inp: AdvantageInput, cfg, params: SpaParams = SpaParams()) -> torch.Tens
         turn_adv = turn_adv + params.grounding_coef * ground
     if params.normalize:
         turn_adv = turn_adv / _group_scale(inp, cfg)
+    if not params.flat_groups:
+        _, _, std = group_moments(inp.rewards.double(), inp.group_index, inp.valid)
+        turn_adv = torch.where(std[:, None] > 0, turn_adv, torch.zeros_like(turn_adv))
     return _to_tokens(torch.where(live, turn_adv, torch.zeros_like(turn_adv)), idx, inp)
 
 

@@ -174,6 +174,10 @@ def test_spa_contributions_sum_to_the_outcome_and_advantages_to_grpo():
     per_row = adv.sum(1)  # one token per turn
     assert per_row.tolist() == pytest.approx(((r - mean) / (std + EPS)).tolist(), rel=1e-5)
     assert float(adv[2, 0]) == pytest.approx((1 / 3 - mean / 3) / (std + EPS), rel=1e-5)
+    flat = agent_input([1.0, 1.0], [[0, 1], [0, 1]], turn_contrib=[[0.8, 0.1], [0.3, 0.3]])
+    assert not ADVANTAGES.get("spa")(flat, CFG, SpaParams()).any()  # equal outcomes: 0, as GRPO
+    kept = ADVANTAGES.get("spa")(flat, CFG, SpaParams(flat_groups=True))  # c^ = (0.85, 0.15), minus 1/2 each
+    assert kept[0].tolist() == pytest.approx([0.35, -0.35]) and kept[1].tolist() == pytest.approx([0.0, 0.0])
 
 
 def test_spa_loss_by_hand():
