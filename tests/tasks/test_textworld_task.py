@@ -160,6 +160,7 @@ def test_recipe_loads():
     assert task.name == "textworld" and cfg.reward == "game_won" and cfg.control.enabled and task.params.size == "small"
     assert cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
     assert cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
+    assert task.params.word_pieces and cfg.data.split_seed == 0, "one game pool for every seed, words as tokens"
     check_config(task.params)
 
 
