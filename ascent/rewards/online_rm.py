@@ -62,7 +62,7 @@ class OnlineRMParams:
     """Most completions the labeller judges per call (whole groups; 0: no cap beyond the batch)."""
     updates_per_step: int = 4
     """Bradley–Terry optimizer steps per call, each on all the call's pairs (0: score and label only)."""
-    lr: float = 3e-4
+    lr: float = 1e-4
     """AdamW learning rate of the reward model."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
