@@ -192,7 +192,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from ascent.app.export import MANIFEST, export
     from ascent.app.runs import RunDirError, find_config
 
-    if is_classic_run(find_config(Path(args.target))[0]):
+    try:
+        classic = is_classic_run(find_config(Path(args.target))[0])
+    except FileNotFoundError:
+        classic = False  # export() names what is wrong with the target
+    if classic:
         raise RunDirError(
             "ascent export writes language models; a classic run's networks are already plain safetensors: "
             "checkpoints/step_N/model.safetensors (keys actor.*, critic.*, q.*, ...)"

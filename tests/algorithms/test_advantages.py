@@ -231,7 +231,11 @@ WITH_PARAMS = {
     "explore_group",
     "gae",
     "rft",
+    "prm",
+    "q_evolve",
+    "spa",
 }
+NEED_A_VALUE = {"prm": "path is required"}  # a piece that cannot run without a file names it in its error
 
 
 def test_estimators_with_knobs_declare_params():
@@ -245,6 +249,11 @@ def test_params_classes_are_frozen_documented_and_default_constructible(name):
         assert ADVANTAGES.resolve(name).params is None
         return
     assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen
+    if name in NEED_A_VALUE:
+        with pytest.raises(ValueError, match=NEED_A_VALUE[name]):
+            cls()
+        assert all(help_text.strip() for _, _, _, help_text in fields_help(cls))
+        return
     defaults = cls()
     first = dataclasses.fields(cls)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
