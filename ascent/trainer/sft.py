@@ -24,23 +24,30 @@ from ascent.tasks.base import Teacher
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
 
-def demonstration_batch(
-    rows: list[dict[str, Any]], teacher: Teacher, encoder: PromptEncoder, rng: random.Random, tokenizer
+def forced_batch(
+    prompts: list[str], prompt_ids: list[list[int]], completions: list[list[int]], tokenizer
 ) -> RolloutBatch:
-    """Prompts + the teacher's completions as a RolloutBatch (completion_mask marks the imitated tokens)."""
-    prompt_ids = [encoder(r["prompt"]) for r in rows]
-    completions = [encoder.completion(teacher(r, rng)) for r in rows]
+    """Prompts + given completion token ids as a RolloutBatch, as if sampled (completion_mask marks them all)."""
     width = max(len(c) for c in completions)
-    tokens = torch.full((len(rows), width), tokenizer.pad_token_id or 0, dtype=torch.long)
+    tokens = torch.full((len(prompts), width), tokenizer.pad_token_id or 0, dtype=torch.long)
     for i, c in enumerate(completions):
         tokens[i, : len(c)] = torch.tensor(c)
     gen = Generation(
         tokens=tokens,
         logprobs=torch.zeros(tokens.shape),
         lengths=torch.tensor([len(c) for c in completions]),
-        finished=torch.ones(len(rows), dtype=torch.bool),
+        finished=torch.ones(len(prompts), dtype=torch.bool),
     )
-    return assemble([r["prompt"] for r in rows], prompt_ids, [{} for _ in rows], gen, 1, tokenizer)
+    return assemble(prompts, prompt_ids, [{} for _ in prompts], gen, 1, tokenizer)
+
+
+def demonstration_batch(
+    rows: list[dict[str, Any]], teacher: Teacher, encoder: PromptEncoder, rng: random.Random, tokenizer
+) -> RolloutBatch:
+    """Prompts + the teacher's completions as a RolloutBatch (completion_mask marks the imitated tokens)."""
+    prompt_ids = [encoder(r["prompt"]) for r in rows]
+    completions = [encoder.completion(teacher(r, rng)) for r in rows]
+    return forced_batch([r["prompt"] for r in rows], prompt_ids, completions, tokenizer)
 
 
 Demonstrations = Callable[[list[dict[str, Any]], random.Random], RolloutBatch]

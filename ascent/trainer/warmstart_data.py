@@ -17,9 +17,8 @@ import torch
 
 from ascent.registry import Registry
 from ascent.rewards.builtin import REWARDS
-from ascent.rollout.batch import assemble
-from ascent.rollout.types import Generation, RolloutBatch
-from ascent.trainer.sft import Demonstrations, single_turn_demonstrations
+from ascent.rollout.types import RolloutBatch
+from ascent.trainer.sft import Demonstrations, forced_batch, single_turn_demonstrations
 
 WARMSTART_DATA: Registry = Registry("warm-start data")
 log = logging.getLogger(__name__)
@@ -182,17 +181,7 @@ def calibsft_batch(items: list[dict[str, Any]], encoder: Any, tokenizer: Any, se
     response = [list(tokenizer(it["response"], add_special_tokens=False)["input_ids"]) for it in items]
     tail = [encoder.completion(separator + it["confidence"]) for it in items]
     completions = [r + t for r, t in zip(response, tail)]
-    width = max(len(c) for c in completions)
-    tokens = torch.full((len(items), width), tokenizer.pad_token_id or 0, dtype=torch.long)
-    for i, c in enumerate(completions):
-        tokens[i, : len(c)] = torch.tensor(c)
-    gen = Generation(
-        tokens=tokens,
-        logprobs=torch.zeros(tokens.shape),
-        lengths=torch.tensor([len(c) for c in completions]),
-        finished=torch.ones(len(items), dtype=torch.bool),
-    )
-    batch = assemble([it["prompt"] for it in items], prompt_ids, [{} for _ in items], gen, 1, tokenizer)
+    batch = forced_batch([it["prompt"] for it in items], prompt_ids, completions, tokenizer)
     for i, it in enumerate(items):
         if not it["correct"]:
             start = len(prompt_ids[i])
