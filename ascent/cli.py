@@ -9,7 +9,7 @@ ascent make-pairs [RECIPE] [pairs.KEY=VALUE | key=value ...] [--out DIR]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
-ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic] [--params]
+ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic|classic_wrappers] [--params]
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
@@ -243,7 +243,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
-    from ascent.classic import CLASSIC
+    from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.config.loader import read_recipe, recipe_names
     from ascent.data.samplers import SAMPLERS
     from ascent.rewards import REWARDS
@@ -264,6 +264,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         "preference": PREFERENCE_LOSSES,
         "warmstart-data": WARMSTART_DATA,
         "classic": CLASSIC,
+        "classic_wrappers": CLASSIC_WRAPPERS,
     }
     kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
@@ -308,6 +309,7 @@ LIST_KINDS = [
     "preference",
     "warmstart-data",
     "classic",
+    "classic_wrappers",
 ]
 
 

@@ -4,5 +4,17 @@ from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.ppo import PPOParams, ppo
 from ascent.classic.sac import SACParams, sac
+from ascent.classic.wrappers import CLASSIC_WRAPPERS
 
-__all__ = ["CLASSIC", "Algorithm", "ClassicContext", "DQNParams", "PPOParams", "SACParams", "dqn", "ppo", "sac"]
+__all__ = [
+    "CLASSIC",
+    "CLASSIC_WRAPPERS",
+    "Algorithm",
+    "ClassicContext",
+    "DQNParams",
+    "PPOParams",
+    "SACParams",
+    "dqn",
+    "ppo",
+    "sac",
+]

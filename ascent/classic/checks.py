@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ascent.classic.base import CLASSIC
 from ascent.classic.envs import check_env_id, make_env
+from ascent.classic.wrappers import canonical_wrappers
 from ascent.config.schema import ClassicConfig
 from ascent.typed import ConfigError
 
@@ -26,7 +27,11 @@ def check_classic(cfg: ClassicConfig) -> None:
             piece.fn.check(piece.params, cfg.num_envs)
         except ValueError as err:
             raise ConfigError(f"classic.algorithm={piece.spec}: {err}") from None
-    env = make_env(cfg.env)
+    try:
+        wrappers = canonical_wrappers(cfg.wrappers)
+    except TypeError as err:
+        raise ConfigError(f"classic.wrappers: {err}") from None
+    env = make_env(cfg.env, wrappers)
     kind = "discrete" if hasattr(env.action_space, "n") else "continuous"
     env.close()
     if kind not in piece.fn.action_spaces:

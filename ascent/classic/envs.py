@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import pickle
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -35,9 +35,15 @@ def gymnasium():
     return gymnasium
 
 
-def make_env(env_id: str) -> Any:
-    """One Gymnasium environment (TimeLimit included; the passive checker off: it costs time every step)."""
-    return gymnasium().make(env_id, disable_env_checker=True)
+def make_env(env_id: str, wrappers: Sequence[str] = (), training: bool = True) -> Any:
+    """One Gymnasium environment (TimeLimit included; the passive checker off: it costs time every step), wrapped by
+    the `classic_wrappers` specs `wrappers` (`training`: False for evaluation environments)."""
+    env = gymnasium().make(env_id, disable_env_checker=True)
+    if wrappers:
+        from ascent.classic.wrappers import apply_wrappers
+
+        env = apply_wrappers(env, wrappers, training)
+    return env
 
 
 @dataclass
@@ -54,6 +60,9 @@ class Step:
     """(E,) bool: the episode was cut by the time limit (bootstrap from final_obs)."""
     final_obs: np.ndarray
     """(E, obs_dim) float32: the observation after this step's action (the last of the episode where one ended)."""
+    reward_vector: Optional[np.ndarray] = None
+    """(E, C) float32: reward components when the environment reports `info["reward_vector"]` (their sum is the
+    raw reward; never normalised), else None."""
 
 
 class VecEnv:
@@ -109,9 +118,14 @@ class VecEnv:
         E = self.num_envs
         next_obs, final_obs = np.empty((E, self.obs_dim), np.float32), np.empty((E, self.obs_dim), np.float32)
         rewards, term, trunc = np.empty(E, np.float64), np.zeros(E, bool), np.zeros(E, bool)
+        vectors = None
         for i, env in enumerate(self.envs):
-            obs, rewards[i], term[i], trunc[i], _ = env.step(actions[i])
+            obs, rewards[i], term[i], trunc[i], info = env.step(actions[i])
             final_obs[i] = obs
+            if "reward_vector" in info:
+                if vectors is None:
+                    vectors = np.zeros((E, len(info["reward_vector"])), np.float32)
+                vectors[i] = info["reward_vector"]
             if term[i] or trunc[i]:
                 obs, _ = env.reset()
             next_obs[i] = obs
@@ -124,7 +138,7 @@ class VecEnv:
         self.obs = self._norm_obs(next_obs, update=True)
         final = self.obs.copy() if not done.any() else self._norm_obs(final_obs, update=False)
         scaled = rewards.astype(np.float32) if self.reward_norm is None else self.reward_norm(rewards, done)
-        return Step(self.obs, scaled, term, trunc, final)
+        return Step(self.obs, scaled, term, trunc, final, vectors)
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         """The (return, length) of the episodes finished since the last call."""
@@ -182,8 +196,10 @@ def env_state(env: Any) -> dict[str, Any]:
     spec = mujoco.mjtState.mjSTATE_INTEGRATION
     sim = np.empty(mujoco.mj_stateSize(base.model, spec))
     mujoco.mj_getState(base.model, base.data, sim, spec)
-    counters = [{k: getattr(w, k) for k in _COUNTERS if k in vars(w)} for w in _wrappers(env)]
-    return {"mujoco": sim, "rng": base.np_random.bit_generator.state, "counters": counters}
+    chain = _wrappers(env)
+    counters = [{k: getattr(w, k) for k in _COUNTERS if k in vars(w)} for w in chain]
+    custom = [w.wrapper_state() if hasattr(w, "wrapper_state") else None for w in chain]
+    return {"mujoco": sim, "rng": base.np_random.bit_generator.state, "counters": counters, "wrappers": custom}
 
 
 def set_env_state(env: Any, state: dict[str, Any]) -> Any:
@@ -195,9 +211,13 @@ def set_env_state(env: Any, state: dict[str, Any]) -> Any:
     base = env.unwrapped
     mujoco.mj_setState(base.model, base.data, state["mujoco"], mujoco.mjtState.mjSTATE_INTEGRATION)
     base.np_random.bit_generator.state = state["rng"]
-    for wrapper, counters in zip(_wrappers(env), state["counters"]):
+    chain = _wrappers(env)
+    for wrapper, counters in zip(chain, state["counters"]):
         for key, value in counters.items():
             setattr(wrapper, key, value)
+    for wrapper, custom in zip(chain, state.get("wrappers", [None] * len(chain))):
+        if custom is not None:
+            wrapper.load_wrapper_state(custom)
     return env
 
 

@@ -58,7 +58,8 @@ class ClassicTrainer:
     def __init__(self, cfg: ClassicConfig, seed: int) -> None:
         self.cfg, self.seed = cfg, seed
         piece = CLASSIC.resolve(cfg.algorithm, key="classic.algorithm")
-        self.make = partial(make_env, cfg.env)
+        self.make = partial(make_env, cfg.env, cfg.wrappers, True)
+        self.make_eval = partial(make_env, cfg.env, cfg.wrappers, False)
         gamma = getattr(piece.params, "gamma", 0.99) if cfg.normalize_reward else None
         self.envs = VecEnv(self.make, cfg.num_envs, seed, cfg.normalize_obs, gamma, cfg.clip_obs, cfg.clip_reward)
         ctx = ClassicContext(self.envs, cfg.total_steps, seed, torch.device(cfg.device))
@@ -87,7 +88,7 @@ class ClassicTrainer:
     def evaluate(self, episodes: int) -> list[float]:
         """Undiscounted returns of `episodes` deterministic episodes (frozen observation statistics)."""
         act = partial(self.algo.act, deterministic=True)
-        return evaluate(self.make, act, episodes, self.seed + EVAL_SEED_OFFSET, self.envs.obs_norm)
+        return evaluate(self.make_eval, act, episodes, self.seed + EVAL_SEED_OFFSET, self.envs.obs_norm)
 
     def fit(
         self,

@@ -133,6 +133,12 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
         node, last = _at(raw, key)
         if node is not None and last in node:
             node[last] = spec_from_raw(node[last], key)
+    classic = raw.get("classic")
+    if isinstance(classic, dict) and isinstance(classic.get("wrappers"), list):
+        classic["wrappers"] = [
+            spec_from_raw(w, f"classic.wrappers[{i}]") if isinstance(w, dict) else w
+            for i, w in enumerate(classic["wrappers"])
+        ]
     rewards = raw.get("reward")
     if isinstance(rewards, dict):
         raw["reward"] = spec_from_raw(rewards, "reward")
@@ -165,9 +171,11 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
     canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
     if cfg.classic is not None:  # a Gymnasium run: its algorithm only (the language-model pieces are unused)
         from ascent.classic import CLASSIC
+        from ascent.classic.wrappers import canonical_wrappers
 
         spec = CLASSIC.resolve(cfg.classic.algorithm, key="classic.algorithm").spec
-        return dataclasses.replace(cfg, classic=dataclasses.replace(cfg.classic, algorithm=spec))
+        wrappers = canonical_wrappers(cfg.classic.wrappers)
+        return dataclasses.replace(cfg, classic=dataclasses.replace(cfg.classic, algorithm=spec, wrappers=wrappers))
     for key, registry in spec_registries().items():
         section, name = key.split(".")
         part = getattr(cfg, section)

@@ -389,6 +389,9 @@ class ClassicConfig:
     """Checkpoints kept (the newest)."""
     device: str = "cpu"
     """Where the networks live (cpu is usually fastest for these small MLPs)."""
+    wrappers: list[str] = field(default_factory=list)
+    """Environment wrappers, applied in order (the first innermost) to every training and evaluation environment:
+    specs of the `classic_wrappers` registry, e.g. `[action_repeat(k=2)]` (`ascent list classic_wrappers --params`)."""
 
 
 @dataclass(frozen=True)
