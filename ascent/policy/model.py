@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from transformers import (
     LlamaConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
     Qwen2Config,
 )
 
@@ -248,13 +250,33 @@ def scratch_model(cfg: ModelConfig, vocab_size: int, bos: int, eos: int, pad: in
     return AutoModelForCausalLM.from_config(config)
 
 
+GENERIC_TOKENIZER_CLASSES = ("TokenizersBackend", "PreTrainedTokenizerFast")
+"""tokenizer_config.json classes that mean "exactly the pipeline in tokenizer.json" (ascent's char tokenizers)."""
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer of a model folder. `AutoTokenizer` picks the class registered for the folder's model type;
+    for some types (qwen2, the scratch models' architecture) transformers 5 forces that class even when
+    tokenizer_config.json names a generic one, and the class rebuilds a byte-level pipeline from the vocabulary,
+    losing a char tokenizer's pre-tokenizer (spaces and multi-character pieces). A folder whose
+    tokenizer_config.json declares a generic class and has a tokenizer.json is therefore loaded as exactly that
+    tokenizer.json (`PreTrainedTokenizerFast`); any other folder through `AutoTokenizer`."""
+    path = Path(path)
+    config = path / "tokenizer_config.json"
+    if config.exists() and (path / "tokenizer.json").exists():
+        declared = json.loads(config.read_text()).get("tokenizer_class")
+        if declared in GENERIC_TOKENIZER_CLASSES:
+            return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
 def load_hf(path: str | Path, dtype: str = "float32") -> Policy:
     """Load an HF model folder and its tokenizer."""
     path = Path(path)
     if not (path / "config.json").exists():
         raise FileNotFoundError(f"model folder {str(path)!r} has no config.json (expected a Hugging Face model folder)")
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype))
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return Policy(model=model, tokenizer=tokenizer)

@@ -145,13 +145,15 @@ def load_encoder(path: str, device: Optional[str]) -> tuple[Any, Any]:
     """(encoder model in eval mode, tokenizer) of a Hugging Face folder; ConfigError saying what is wrong."""
     from pathlib import Path
 
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoModel
+
+    from ascent.policy.model import load_tokenizer
 
     if not (Path(path) / "config.json").exists():
         raise ConfigError(f"source_similarity: encoder={path!r} is not a Hugging Face model folder (no config.json)")
     try:
         model = AutoModel.from_pretrained(path, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         raise ConfigError(f"source_similarity: cannot load encoder {path!r}: {str(err).splitlines()[0]}") from None
     if tokenizer.pad_token_id is None:

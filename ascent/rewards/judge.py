@@ -225,7 +225,9 @@ def resolve_judge_model(spec: str) -> Path:
 def load_judge_model(folder: Path) -> tuple[Any, Any]:
     """(causal LM in eval mode, tokenizer) of a model folder or a LoRA adapter folder (adapters merged into the
     base model its adapter_config.json names)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from ascent.policy.model import load_tokenizer
 
     try:
         if (folder / "adapter_config.json").exists():
@@ -238,7 +240,7 @@ def load_judge_model(folder: Path) -> tuple[Any, Any]:
             model = PeftModel.from_pretrained(model, folder).merge_and_unload()
         else:
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = load_tokenizer(folder)
     except (OSError, ValueError, RuntimeError, KeyError) as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ConfigError(f"judge: cannot load the model in {str(folder)!r}: {message}") from None

@@ -122,13 +122,15 @@ def load_reward_model(path: str | Path, device: str = "cpu") -> tuple[RewardMode
     Raises ConfigError saying what is wrong with a folder that is missing, not a reward model, or damaged."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
+
+    from ascent.policy.model import load_tokenizer
 
     folder = Path(path)
     meta = read_meta(folder)
     try:
         lm = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = load_tokenizer(folder)
         head = load_file(folder / HEAD_FILE)
         rm = RewardModel(lm)
         rm.head.load_state_dict(head)
