@@ -69,6 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--ascent", default=str(Path(sys.executable).parent / "ascent"), help="ascent's command")
     p.add_argument("--work", default="", help="folder for run directories and logs (default: a temporary one)")
     p.add_argument("--json", default="", help="also write the JSON result here")
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a run whose result is already in --work (ascent_sS/summary.json, sb3_sS.json) instead of running "
+        "it again: to combine runs made separately or in parallel (their process seconds are then unknown)",
+    )
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for ascent train")
     args = p.parse_args(argv)
     args.sides = [s.strip() for s in args.sides.split(",") if s.strip()]
@@ -106,6 +112,8 @@ def run_child(cmd: list[str], logfile: Path, threads: int, cwd: Path) -> float:
 
 def run_sb3(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any]:
     out = work / f"sb3_s{seed}.json"
+    if args.reuse and out.exists():
+        return {**json.loads(out.read_text()), "process_seconds": None, "reused": True}
     cmd = [args.sb3_python, str(BENCH / "sb3_run.py"), "--task", args.task, "--seed", str(seed)]
     cmd += ["--threads", str(args.threads), "--out", str(out)] + (["--steps", str(args.steps)] if args.steps else [])
     process_s = run_child(cmd, work / f"sb3_s{seed}.log", args.threads, work)  # cwd: MUJOCO_LOG.TXT lands there
@@ -116,8 +124,12 @@ def run_ascent(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any
     name = f"ascent_s{seed}"
     cmd = [args.ascent, "train", args.task, f"seed={seed}", f"output_dir={work}", f"name={name}"]
     cmd += [f"threads={args.threads}"] + ([f"classic.total_steps={args.steps}"] if args.steps else [])
-    process_s = run_child(cmd + ["--overwrite", *args.overrides], work / f"{name}.log", args.threads, work)
-    summary = json.loads((work / name / "summary.json").read_text())
+    done = work / name / "summary.json"
+    if args.reuse and done.exists():
+        process_s = None
+    else:
+        process_s = run_child(cmd + ["--overwrite", *args.overrides], work / f"{name}.log", args.threads, work)
+    summary = json.loads(done.read_text())
     keep = ("final_return", "final_return_std", "final_returns", "env_steps", "eval_seconds", "threads")
     out = {"side": "ascent", "task": args.task, "seed": seed, **{k: summary.get(k) for k in keep}}
     # the training loop's time, as SB3's learn(); summary's wall_seconds also holds setup and evaluation
@@ -129,6 +141,11 @@ def run_ascent(args: argparse.Namespace, seed: int, work: Path) -> dict[str, Any
 def side_order(args: argparse.Namespace, i: int) -> list[str]:
     order = list(SIDES) if args.order == "abab" or i % 2 == 0 else list(reversed(SIDES))
     return [s for s in order if s in args.sides]
+
+
+def mean_or_none(values: list[Any]) -> Any:
+    """The mean, or None when a value is unknown (a reused run's process seconds)."""
+    return None if None in values else statistics.fmean(values)
 
 
 def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
@@ -147,7 +164,7 @@ def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
             "mean_return": ci.mean,
             "return_ci95": [ci.lo, ci.hi],
             "mean_wall_seconds": statistics.fmean(r["wall_seconds"] for r in rs),
-            "mean_process_seconds": statistics.fmean(r["process_seconds"] for r in rs),
+            "mean_process_seconds": mean_or_none([r["process_seconds"] for r in rs]),
             "train_cpu_seconds": [r.get("train_cpu_seconds") for r in rs],
             "env_steps": [r["env_steps"] for r in rs],
         }
@@ -157,7 +174,8 @@ def summarise(runs: list[dict[str, Any]], sides: list[str]) -> dict[str, Any]:
         out["return_difference"] = a["mean_return"] - b["mean_return"]
         out["wall_ratio"] = a["mean_wall_seconds"] / b["mean_wall_seconds"]
         out["wall_ratio_per_seed"] = [x / y for x, y in zip(a["wall_seconds"], b["wall_seconds"])]
-        out["process_ratio"] = a["mean_process_seconds"] / b["mean_process_seconds"]
+        if a["mean_process_seconds"] and b["mean_process_seconds"]:
+            out["process_ratio"] = a["mean_process_seconds"] / b["mean_process_seconds"]
         cpu_a, cpu_b = a["train_cpu_seconds"], b["train_cpu_seconds"]
         if None not in cpu_a + cpu_b:  # CPU seconds: steadier than wall time on a shared, loaded machine
             out["cpu_ratio"] = statistics.fmean(cpu_a) / statistics.fmean(cpu_b)
@@ -170,17 +188,15 @@ def report(summary: dict[str, Any], sides: list[str]) -> None:
         s = summary[side]
         ci = f"[{s['return_ci95'][0]:.1f}, {s['return_ci95'][1]:.1f}]"
         per = ", ".join(f"{x:.1f}" for x in s["final_return"])
-        log(
-            f"{side:<7} {s['mean_return']:>12.1f} {ci:>22} {s['mean_wall_seconds']:>13.1f} "
-            f"{s['mean_process_seconds']:>10.1f}  {per}"
-        )
+        proc = "-" if s["mean_process_seconds"] is None else f"{s['mean_process_seconds']:.1f}"
+        log(f"{side:<7} {s['mean_return']:>12.1f} {ci:>22} {s['mean_wall_seconds']:>13.1f} {proc:>10}  {per}")
     if "wall_ratio" in summary:
         rr = summary["return_ratio"]
         log(
             f"return ratio ascent/SB3 {rr:.3f} (difference {summary['return_difference']:+.1f}); "
             f"wall ratio ascent/SB3 {summary['wall_ratio']:.3f} (per seed "
-            f"{', '.join(f'{x:.3f}' for x in summary['wall_ratio_per_seed'])}; whole process "
-            f"{summary['process_ratio']:.3f})"
+            f"{', '.join(f'{x:.3f}' for x in summary['wall_ratio_per_seed'])}"
+            + (f"; whole process {summary['process_ratio']:.3f})" if "process_ratio" in summary else ")")
             + (f"; CPU-time ratio {summary['cpu_ratio']:.3f}" if "cpu_ratio" in summary else "")
         )
 
@@ -205,9 +221,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             r = (run_ascent if side == "ascent" else run_sb3)(args, seed, work)
             r |= {"load_before": load_before, "load_after": [round(x, 2) for x in os.getloadavg()]}
             runs.append(r)
+            proc = "reused" if r["process_seconds"] is None else f"process {r['process_seconds']:.1f} s"
             log(
                 f"{side:<6} seed {seed}: return {r['final_return']:.1f} +- {r['final_return_std']:.1f}, train "
-                f"{r['wall_seconds']:.1f} s, process {r['process_seconds']:.1f} s, {r['env_steps']} env steps, "
+                f"{r['wall_seconds']:.1f} s, {proc}, {r['env_steps']} env steps, "
                 f"load {load_before[0]} -> {r['load_after'][0]}"
             )
     summary = summarise(runs, args.sides)
