@@ -69,12 +69,48 @@ def amx_bf16(path: str = "/proc/cpuinfo") -> bool | None:
     return None if f is None else bool(f["amx_bf16"])
 
 
+MICROARCHITECTURES = {
+    ("AuthenticAMD", 23, range(0, 0x30)): "Zen/Zen+",
+    ("AuthenticAMD", 23, range(0x30, 0x100)): "Zen 2",
+    ("AuthenticAMD", 25, range(0, 0x10)): "Zen 3",
+    ("AuthenticAMD", 25, range(0x10, 0x20)): "Zen 4",
+    ("AuthenticAMD", 25, range(0x20, 0x60)): "Zen 3",
+    ("AuthenticAMD", 25, range(0x60, 0x80)): "Zen 4",
+    ("AuthenticAMD", 25, range(0xA0, 0x100)): "Zen 4",
+    ("AuthenticAMD", 26, range(0, 0x100)): "Zen 5",
+    ("GenuineIntel", 6, range(0x8F, 0x90)): "Sapphire Rapids",
+    ("GenuineIntel", 6, range(0xCF, 0xD0)): "Emerald Rapids",
+    ("GenuineIntel", 6, range(0x6A, 0x6D)): "Ice Lake",
+    ("GenuineIntel", 6, range(0x55, 0x56)): "Skylake/Cascade Lake",
+}
+"""(vendor, CPU family, model range) -> microarchitecture; a VM often names its CPU only "AMD EPYC"."""
+
+
 def cpu_model(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name with its family / model and, where known, microarchitecture, e.g.
+    "AMD EPYC (family 25 model 17, Zen 4)"."""
     text = cpuinfo_text(path) or ""
+    fields: dict[str, str] = {}
     for line in text.splitlines():
-        if line.split(":")[0].strip() in ("model name", "Model", "Hardware"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
+        key = line.split(":")[0].strip()
+        if ":" in line and key not in fields:
+            fields[key] = line.split(":", 1)[1].strip()
+    name = next((fields[k] for k in ("model name", "Model", "Hardware") if k in fields), None)
+    if name is None:
+        return platform.processor() or platform.machine()
+    try:
+        family, model = int(fields["cpu family"]), int(fields["model"])
+    except (KeyError, ValueError):
+        return name
+    arch = next(
+        (
+            a
+            for (v, f, models), a in MICROARCHITECTURES.items()
+            if v == fields.get("vendor_id") and f == family and model in models
+        ),
+        None,
+    )
+    return f"{name} (family {family} model {model}{', ' + arch if arch else ''})"
 
 
 def isa_summary(path: str = "/proc/cpuinfo") -> str:

@@ -37,7 +37,20 @@ def test_native_bf16_and_summary(tmp_path):
     assert machine.native_bf16(str(tmp_path / "missing")) is None
     assert machine.isa_summary(zen3) == "avx2 fma"
     assert machine.isa_summary(spr) == "avx2 fma avx512f avx512_bf16 avx512_vnni amx_tile amx_bf16"
-    assert machine.cpu_model(spr) == "Intel(R) Xeon(R) Platinum 8481C"
+    assert machine.cpu_model(spr) == "Intel(R) Xeon(R) Platinum 8481C"  # no family / model lines: the name only
+
+
+def test_cpu_model_names_the_microarchitecture(tmp_path):
+    def cpuinfo(vendor, family, model, name="AMD EPYC"):
+        return f"vendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\nmodel name\t: {name}\n"
+
+    zen1 = write(tmp_path, "zen1", cpuinfo("AuthenticAMD", 23, 1))
+    assert machine.cpu_model(zen1) == "AMD EPYC (family 23 model 1, Zen/Zen+)"
+    assert machine.cpu_model(write(tmp_path, "zen4", cpuinfo("AuthenticAMD", 25, 17))).endswith("model 17, Zen 4)")
+    assert machine.cpu_model(write(tmp_path, "zen3", cpuinfo("AuthenticAMD", 25, 1))).endswith("Zen 3)")
+    spr = write(tmp_path, "spr", cpuinfo("GenuineIntel", 6, 143, "Intel(R) Xeon(R) Platinum 8481C"))
+    assert machine.cpu_model(spr) == "Intel(R) Xeon(R) Platinum 8481C (family 6 model 143, Sapphire Rapids)"
+    assert machine.cpu_model(write(tmp_path, "new", cpuinfo("AuthenticAMD", 99, 1))) == "AMD EPYC (family 99 model 1)"
 
 
 def test_describe_names_the_machine():
