@@ -1,5 +1,6 @@
 """Classic online deep RL on Gymnasium environments (PPO, DQN, SAC and contextual variants)."""
 
+from ascent.classic import carl, latency, seek  # noqa: F401  (they register classic_wrappers)
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.ppo import PPOParams, ppo

@@ -29,8 +29,10 @@ from typing import Any, Callable, Mapping
 import gymnasium as gym
 import numpy as np
 
-SELECTIONS = ("random", "cycle")
-"""How an episode takes its context from a fixed set: uniformly at random, or in turn (evaluation)."""
+SELECTIONS = ("random", "cycle", "by_seed")
+"""How an episode takes its context from a fixed set: uniformly at random, in turn (evaluation), or in turn
+starting at index (reset seed mod the number of contexts), so that evaluation environments seeded s, s+1, ...
+each built fresh still cover the set in order."""
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,8 @@ class ContextParams:
     visible: bool = False
     """Append the context's values (sorted by key) to the observation: CARL's visible-context setting."""
     selection: str = "random"
-    """With `contexts`: 'random' (uniform draw per episode) or 'cycle' (in order, for evaluating each in turn)."""
+    """With `contexts`: 'random' (uniform draw per episode), 'cycle' (in order, for evaluating each in turn) or
+    'by_seed' (in order from index reset-seed mod len(contexts))."""
     seed: int = 0
     """Seed of the context stream, combined with the seed given to `reset` (>= 0)."""
 
@@ -55,8 +58,10 @@ class ContextParams:
             raise ValueError("ContextParams: give exactly one of `contexts` (a fixed set) or `ranges` (uniform)")
         if self.selection not in SELECTIONS:
             raise ValueError(f"ContextParams.selection must be one of {SELECTIONS}, got {self.selection!r}")
-        if self.selection == "cycle" and not self.contexts:
-            raise ValueError("ContextParams.selection='cycle' needs a fixed set of `contexts`, not `ranges`")
+        if self.selection != "random" and not self.contexts:
+            raise ValueError(
+                f"ContextParams.selection={self.selection!r} needs a fixed set of `contexts`, not `ranges`"
+            )
         if self.seed < 0:
             raise ValueError(f"ContextParams.seed must be >= 0, got {self.seed}")
         keys = set(self.contexts[0]) if self.contexts else set(self.ranges)
@@ -342,7 +347,8 @@ class ContextualEnv(gym.Wrapper):
         """The next episode's context (the drawn keys only), from the seeded stream."""
         p = self.params
         if p.contexts:
-            i = self._turn % len(p.contexts) if p.selection == "cycle" else int(self._rng.integers(len(p.contexts)))
+            ordered = p.selection != "random"
+            i = self._turn % len(p.contexts) if ordered else int(self._rng.integers(len(p.contexts)))
             self._turn += 1
             return {k: float(v) for k, v in p.contexts[i].items()}
         return {k: float(self._rng.uniform(lo, hi)) for k, (lo, hi) in sorted(p.ranges.items())}
@@ -356,7 +362,7 @@ class ContextualEnv(gym.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         if seed is not None:
             self._rng = np.random.default_rng([self.params.seed, seed])
-            self._turn = 0
+            self._turn = seed % len(self.params.contexts) if self.params.selection == "by_seed" else 0
         self.context = self.draw()
         self.family.apply(self.env.unwrapped, self._base, {**self._defaults, **self.context})
         obs, info = self.env.reset(seed=seed, options=options)
@@ -365,6 +371,25 @@ class ContextualEnv(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return self._observe(obs), reward, terminated, truncated, {**info, "context": dict(self.context)}
+
+    def __getstate__(self) -> dict:
+        """Pickled (a classic run's checkpoint) with the family by name: its functions are closures."""
+        return {**self.__dict__, "family": self.family.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.family = next(f for f in FAMILIES if f.name == state["family"])
+
+    def wrapper_state(self) -> dict:
+        """The context stream and the episode's context (a MuJoCo snapshot holds neither: see wrappers.py)."""
+        return {"rng": self._rng.bit_generator.state, "turn": self._turn, "context": dict(self.context)}
+
+    def load_wrapper_state(self, state: dict) -> None:
+        """Back to the snapshot's stream, and its episode's physics rebuilt (a fresh model has the defaults)."""
+        self._rng.bit_generator.state = state["rng"]
+        self._turn, self.context = state["turn"], dict(state["context"])
+        if self.context:
+            self.family.apply(self.env.unwrapped, self._base, {**self._defaults, **self.context})
 
 
 def make_contextual(env_id: str, params: ContextParams, **make_kwargs: Any) -> ContextualEnv:
