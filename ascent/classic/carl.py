@@ -35,8 +35,9 @@ class ContextualParams:
     """Per key, the smallest training factor of the default value (> 0)."""
     high: list[float] = field(default_factory=lambda: [1.5])
     """Per key, the largest training factor (>= low; low == high: one fixed training context)."""
-    held_out: list[list[float]] = field(default_factory=lambda: [[0.25], [2.0], [3.0]])
-    """Evaluation contexts, each a list of factors (one per key); empty: evaluate on the training ranges."""
+    held_out: list[list[float]] = field(default_factory=list)
+    """Evaluation contexts, each a list of factors (one per key), e.g. [[0.25], [3.0]]; empty: the evaluation
+    environments draw from the training ranges too."""
     visible: bool = False
     """Append the context's values to the observation (CARL's visible context); False: hidden."""
     seed: int = 0

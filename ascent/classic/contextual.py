@@ -388,8 +388,19 @@ class ContextualEnv(gym.Wrapper):
         """Back to the snapshot's stream, and its episode's physics rebuilt (a fresh model has the defaults)."""
         self._rng.bit_generator.state = state["rng"]
         self._turn, self.context = state["turn"], dict(state["context"])
-        if self.context:
-            self.family.apply(self.env.unwrapped, self._base, {**self._defaults, **self.context})
+        if not self.context:
+            return
+        raw = self.env.unwrapped
+        if not hasattr(raw, "data"):
+            self.family.apply(raw, self._base, {**self._defaults, **self.context})
+            return
+        import mujoco  # mj_setConst (in apply) works on data: keep the snapshot's integration state around it
+
+        spec = mujoco.mjtState.mjSTATE_INTEGRATION
+        sim = np.empty(mujoco.mj_stateSize(raw.model, spec))
+        mujoco.mj_getState(raw.model, raw.data, sim, spec)
+        self.family.apply(raw, self._base, {**self._defaults, **self.context})
+        mujoco.mj_setState(raw.model, raw.data, sim, spec)
 
 
 def make_contextual(env_id: str, params: ContextParams, **make_kwargs: Any) -> ContextualEnv:
