@@ -49,6 +49,9 @@ class ExplorerContext:
     """rollout.samples_per_prompt."""
     seed: int
     """The run seed."""
+    scorer: Any = None
+    """The run's rewards, `score(prompts, completions, fields) -> RewardResult` (explorers that search within a
+    round, e.g. `mcts`, score their search rollouts with it); None where the caller has none."""
 
 
 class Explorer:
@@ -910,11 +913,11 @@ class BranchExplorer(Explorer):
         prompt_ids = [ctx.encoder(ctx.rows[row]["prompt"]) for row in draw.indices]  # one per group
         root_pieces = sample_pieces(ctx, roots, prompt_ids, generator)
         branches = []
-        for root, n, (tokens, logprobs, lengths, _) in zip(roots, sizes, root_pieces):
+        points = self.branch_points(prompt_ids, root_pieces)
+        for root, n, (tokens, _, _, _), cs in zip(roots, sizes, root_pieces, points):
             for j, k in enumerate(round_robin(n - root.n, root.n)):
                 if k:
-                    c = branch_point(logprobs[j], int(lengths[j]), p.min_prefix)
-                    branches.append(Request(root.group, root.row, tokens[j, :c].tolist(), k))
+                    branches.append(Request(root.group, root.row, tokens[j, : cs[j]].tolist(), k))
         branch_ids = [prompt_ids[b.group] for b in branches]
         requests, ids = roots + branches, prompt_ids + branch_ids
         pieces = root_pieces + sample_pieces(ctx, branches, branch_ids, generator)
@@ -927,6 +930,12 @@ class BranchExplorer(Explorer):
         return assemble_with_prefix(
             ctx, [requests[i] for i in order], [ids[i] for i in order], [pieces[i] for i in order]
         )
+
+    def branch_points(self, prompt_ids: list[list[int]], root_pieces: list[Piece]) -> list[list[int]]:
+        """Per group (prompt ids, its roots' samples), each root's forced prefix length (`branch_point`);
+        subclasses choose another critical position."""
+        m = self.params.min_prefix
+        return [[branch_point(lp[j], int(n[j]), m) for j in range(len(n))] for _, lp, n, _ in root_pieces]
 
     def state_dict(self) -> dict[str, Any]:
         return {"rounds": self.rounds, "last": dict(self.last)}
@@ -1159,3 +1168,7 @@ class EdgeExplorer(Explorer):
         if state:
             self.rounds, self.last = state["rounds"], dict(state["last"])
             self.bank = [Experience(**e) for e in state["bank"]]
+
+
+from ascent.rollout import info_branch as _info_branch  # noqa: E402,F401  (registers iib)
+from ascent.rollout import tree_search as _tree_search  # noqa: E402,F401  (registers mcts)

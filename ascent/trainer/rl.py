@@ -260,6 +260,7 @@ def make_explorer(cfg: RunConfig, parts: RLParts, collector: Collector) -> Any:
         parts.settings,
         cfg.rollout.samples_per_prompt,
         cfg.seed,
+        scorer=parts.rewards.score,
     )
     return piece(ctx)
 

@@ -234,6 +234,7 @@ WITH_PARAMS = {
     "prm",
     "q_evolve",
     "spa",
+    "relax",
 }
 NEED_A_VALUE = {"prm": "path is required"}  # a piece that cannot run without a file names it in its error
 
