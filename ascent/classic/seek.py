@@ -27,9 +27,9 @@ threshold at target FDR q (knockoff+ with offset 1, the original knockoff filter
 
 Knockoff+ selects nothing from a response with fewer than 1/q relevant variables (termination in CartPole depends
 on two), so the default is offset 0; each response's selection is derandomised over 5 knockoff draws (a variable
-counts when at least half select it; Ren, Wei & Candes, "Derandomizing knockoffs", JASA 2023). Simplifications
-against the paper: one data set (no data splitting), the action a covariate of every fit rather than action-wise
-knockoffs, a lasso on a quadratic basis rather than their nonlinear learners.
+counts when at least half select it; in the spirit of Ren, Wei & Candes 2023, "Derandomizing knockoffs", JASA,
+arXiv:2012.02717). Simplifications against the paper: one data set (no data splitting), the action a covariate of
+every fit rather than action-wise knockoffs, a lasso on a quadratic basis rather than their nonlinear learners.
 
 The transitions come from a uniform random policy on the wrapped environment itself, before the run's first
 seeded reset, so SEEK finds what that behaviour's data can show: in CartPole every random episode ends by the
