@@ -99,7 +99,8 @@ def completion_states(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class DsdState(PieceState):
-    """Computes each completion's DSD from the current policy's hidden states (no grad) for `relax`."""
+    """Computes each completion's DSD from the current policy's hidden states (no grad) for `relax`; logs its
+    batch mean as `relax/dsd_mean`."""
 
     @torch.no_grad()
     def advantage_extras(self, batch: Any) -> dict[str, torch.Tensor]:
@@ -117,7 +118,13 @@ class DsdState(PieceState):
                 seq = completion_states(states[j], batch.completion_mask[start + j])
                 out[start + j] = dynamic_spectral_dispersion(seq, self.params.rank)
         model.train(was_training)
+        valid = batch.completion_mask.sum(-1) > 0
+        self.mean = float(out[valid].mean()) if bool(valid.any()) else 0.0
         return {DSD_KEY: out}
+
+    def after_optimizer_step(self, batch: Any, rows: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+        """Logs `relax/dsd_mean`: the mean DSD of the batch's completions (before the update)."""
+        return {"relax/dsd_mean": getattr(self, "mean", 0.0)}
 
 
 @ADVANTAGES.register("relax", params=RelaxParams, state=DsdState)

@@ -892,7 +892,7 @@ class BranchExplorer(Explorer):
     branch is cut at max_new_tokens − len(prefix) tokens. A round with no branch (n = 1, root_share = 1) is
     exactly `plain`'s. No random choice of its own: deterministic given the generator; the state is a round count.
     Related: IIB-LPO (Deng et al. 2026, arXiv:2601.05870) also branches at high-entropy states, diversifying the
-    branches with injected latent codes.
+    branches with injected latent codes (explorer `iib`, ascent/rollout/info_branch.py, through `branch_points`).
     Logged: `explore/branches` (branch samples), `explore/branch_point_mean` (their mean forced prefix length).
     """
 

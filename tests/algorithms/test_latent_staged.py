@@ -109,11 +109,13 @@ def test_dsd_state_fills_the_extras_from_the_policys_hidden_states(tiny_policy):
     mask = torch.tensor([[0, 0, 1, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1, 1]], dtype=torch.float32)
     batch = Rows(ids, torch.tensor([[1] * 6 + [0], [1] * 7]), mask)
     services = types.SimpleNamespace(policy_model=tiny_policy.model, micro_batch_size=1)
-    got = DsdState(RelaxParams(), services).advantage_extras(batch)["dsd"]
+    state = DsdState(RelaxParams(), services)
+    got = state.advantage_extras(batch)["dsd"]
     with torch.no_grad():
         h = tiny_policy.model(input_ids=ids, attention_mask=batch.attention_mask, output_hidden_states=True)
     want = [dynamic_spectral_dispersion(completion_states(h.hidden_states[-1][i].float(), mask[i])) for i in range(2)]
     assert got.shape == (2,) and got.tolist() == pytest.approx(want, abs=1e-5)
+    assert state.after_optimizer_step(batch, torch.arange(2), mask) == {"relax/dsd_mean": pytest.approx(sum(want) / 2)}
     assert ADVANTAGES.entry("relax").state is DsdState
 
 
