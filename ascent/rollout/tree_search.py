@@ -149,7 +149,8 @@ class MctsExplorer(Explorer):
     Choices: the paper's MCTS is a teacher's, offline; here the search is the current policy's, each round, with
     the verifier as the value of a rollout (no value model), so its cost is `simulations` extra samples per prompt
     that do not enter the loss. Search samples are not reused as group members (they would bias the group towards
-    the search's selection). Needs a scorer (the trainer passes the run's rewards; with none it raises).
+    the search's selection). Needs a scorer (the trainer passes the run's rewards; with none it raises); a reward
+    that learns from what it scores (`rm_online`) sees the search rollouts too.
     Logged: `explore/mcts_depth_mean` (revealed chunks of a sample, mean), `mcts_search_reward` (mean reward of the
     search rollouts), `mcts_path_q` (mean Q of the chosen leaves).
     """
