@@ -120,11 +120,16 @@ class DQN:
             explore = self.rng.random(E) < (1.0 if self.steps < self.p.learning_starts else self.epsilon)
             actions = np.where(explore, self.rng.integers(0, envs.n_actions, size=E), greedy)
             step = envs.step(actions)
-            self.buffer.add(obs, actions, step.reward, step.final_obs, step.terminated)
+            self.store(obs, actions, step)
             self.steps += E
             if self.steps // self.p.target_update_interval > self.target_count:
                 self.target_count = self.steps // self.p.target_update_interval
                 self.q_target.load_state_dict(self.q.state_dict())
+
+    def store(self, obs: np.ndarray, actions: np.ndarray, step: Any) -> None:
+        """Put one vector step (`step`: an `ascent.classic.envs.Step`) into the buffer; a hook for variants that
+        keep more of the step (MD3QN's reward vectors)."""
+        self.buffer.add(obs, actions, step.reward, step.final_obs, step.terminated)
 
     def iteration(self, want_metrics: bool) -> dict[str, float]:
         self.collect()
