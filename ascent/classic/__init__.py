@@ -1,14 +1,11 @@
 """Classic online deep RL on Gymnasium environments (PPO, DQN, SAC and contextual variants)."""
 
 from ascent.classic import carl, latency, seek  # noqa: F401  (they register classic_wrappers)
-from ascent.classic import md3qn, retrieval, reward_channels  # noqa: F401  (md3qn, retrieval_dqn; channel wrappers)
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401
 from ascent.classic.ppo import PPOParams, ppo
 from ascent.classic.sac import SACParams, sac
-from ascent.classic.sqirl import SQIRLParams, sqirl  # noqa: F401
-from ascent.classic.value_mapping import ValueMappingParams, ovm_dqn  # noqa: F401
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 
 __all__ = [
