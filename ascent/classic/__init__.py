@@ -1,7 +1,7 @@
 """Classic online deep RL on Gymnasium environments (PPO, DQN, SAC and contextual variants)."""
 
 from ascent.classic import carl, latency, seek  # noqa: F401  (they register classic_wrappers)
-from ascent.classic import md3qn, reward_channels  # noqa: F401  (md3qn; reward-channel wrappers)
+from ascent.classic import md3qn, retrieval, reward_channels  # noqa: F401  (md3qn, retrieval_dqn; channel wrappers)
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401

@@ -1,0 +1,168 @@
+"""Retrieval-augmented DQN (Goyal, Friesen, Banino, Weber, Ke, Badia, Guez, Mirza, Humphreys, Konyushkova, Laskin,
+Valko, Blundell, Lillicrap et al. 2022, "Retrieval-Augmented Reinforcement Learning", ICML 2022, arXiv:2202.08417).
+
+The agent's own replay buffer is the retrieval dataset. For a state s (B, D):
+- the index: the last `index_size` stored transitions (s_m, a_m, r_m, s'_m), rebuilt every `refresh_interval`
+  environment steps (between refreshes the index is frozen, so acting and learning see the same data);
+- retrieval: the k nearest index entries to s in a fixed embedding, the (normalised) observation itself, by Euclidean
+  distance; entries at distance <= 1e-6 are excluded (the query transition itself when s comes from the buffer, and
+  exact duplicates), so a sampled state never reads its own action, reward and successor;
+- summary: one attention head over the k neighbours, with features f_m = [s_m, onehot(a_m), r_m, s'_m - s_m]:
+      u = Σ_m softmax_m(q(s) · key(f_m) / √d) value(f_m),   q, key, value linear maps to width d;
+- Q(s, ·) = MLP([s, u]); the attention maps and the MLP are trained end-to-end with DQN's loss
+      L = Huber(Q(s, a) - y),   y = r + γ (1 - terminated) max_a' Q⁻(s', a'),
+  where the target network Q⁻ (a hard copy) retrieves from the same index for s'.
+Simplifications of the paper: a fixed (not learned) retrieval embedding, one attention step instead of the paper's
+recurrent retrieval process, the agent's own recent experience as the dataset. Everything else (replay, ε-greedy,
+target copies, exact resume) is `ascent.classic.dqn`'s, imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ascent.classic.base import CLASSIC, ClassicContext
+from ascent.classic.dqn import DQN, DQNParams
+from ascent.classic.networks import adam, mlp
+from ascent.classic.replay import ReplayBuffer
+from ascent.typed import ConfigError
+
+SELF_DISTANCE = 1e-6
+"""Index entries at most this far from the query are excluded (the query transition itself, exact duplicates)."""
+
+
+@dataclass(frozen=True)
+class RetrievalParams(DQNParams):
+    """DQN's parameters (`ascent.classic.dqn.DQNParams`) plus the retrieval process (Goyal et al. 2022)."""
+
+    k: int = 8
+    """Neighbours retrieved per state, >= 1."""
+    index_size: int = 2048
+    """The index holds the last this many stored transitions, >= k."""
+    refresh_interval: int = 500
+    """Environment steps between two rebuilds of the index from the buffer, > 0."""
+    width: int = 32
+    """d, the width of the attention's query, key, value and of the summary u, > 0."""
+
+    def __post_init__(self) -> None:
+        try:
+            super().__post_init__()
+        except ValueError as err:
+            raise ConfigError(f"retrieval_dqn: {err}") from None
+        if self.k < 1 or self.index_size < self.k:
+            raise ConfigError(f"retrieval_dqn: need 1 <= k <= index_size, got k={self.k}, index_size={self.index_size}")
+        if self.refresh_interval <= 0 or self.width <= 0:
+            raise ConfigError("retrieval_dqn: refresh_interval and width must be > 0")
+
+
+def nearest(query: torch.Tensor, keys: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k nearest rows of keys (M, D) to each query (B, D), excluding those at distance <= SELF_DISTANCE:
+    indices (B, k') and a validity mask (B, k'), k' = min(k, M); invalid slots where fewer remain.
+
+    >>> idx, ok = nearest(torch.tensor([[0.0], [1.0]]), torch.tensor([[0.0], [0.9], [3.0]]), 2)
+    >>> idx.tolist(), ok.tolist()
+    ([[1, 2], [1, 0]], [[True, True], [True, True]])
+    """
+    d = torch.cdist(query, keys)  # (B, M)
+    d = d.masked_fill(d <= SELF_DISTANCE, float("inf"))
+    dist, idx = d.topk(min(k, keys.shape[0]), dim=1, largest=False)  # (B, k')
+    return idx, torch.isfinite(dist)
+
+
+def transition_features(buffer: ReplayBuffer, positions: np.ndarray, n_actions: int) -> torch.Tensor:
+    """f_m = [s_m, onehot(a_m), r_m, s'_m - s_m] for buffer rows `positions` (M,): (M, 2 D + A + 1)."""
+    obs, next_obs = buffer.obs[positions], buffer.next_obs[positions]
+    onehot = np.eye(n_actions, dtype=np.float32)[buffer.actions[positions]]
+    return torch.from_numpy(np.concatenate([obs, onehot, buffer.rewards[positions, None], next_obs - obs], axis=1))
+
+
+class RetrievalQNetwork(nn.Module):
+    """Q(s, ·) = MLP([s, u(s)]), u the attention summary of the k nearest index entries: (B, D) -> (B, A).
+    The index (`keys` (M, D), `features` (M, F)) is set from outside and shared with the target network."""
+
+    def __init__(self, obs_dim: int, n_actions: int, k: int, width: int, hidden: list[int]) -> None:
+        super().__init__()
+        feat_dim = 2 * obs_dim + n_actions + 1
+        self.k, self.width = k, width
+        self.query, self.key, self.value = (
+            nn.Linear(obs_dim, width),
+            nn.Linear(feat_dim, width),
+            nn.Linear(feat_dim, width),
+        )
+        self.head = mlp([obs_dim + width, *hidden, n_actions], "relu")
+        self.keys = torch.zeros(0, obs_dim)  # (M, D) the index: plain attributes, not weights
+        self.features = torch.zeros(0, feat_dim)  # (M, F)
+
+    def summary(self, obs: torch.Tensor) -> torch.Tensor:
+        """u (B, d): attention over the retrieved neighbours (zeros where none can be retrieved)."""
+        if self.keys.shape[0] == 0:
+            return obs.new_zeros(len(obs), self.width)
+        with torch.no_grad():
+            idx, valid = nearest(obs, self.keys, self.k)  # (B, k')
+        f = self.features[idx]  # (B, k', F)
+        logits = (self.key(f) @ self.query(obs)[:, :, None]).squeeze(2) / self.width**0.5  # (B, k')
+        weights = F.softmax(logits.masked_fill(~valid, -1e9), dim=1) * valid  # (B, k')
+        return (weights[:, :, None] * self.value(f)).sum(1)  # (B, d)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cat([obs, self.summary(obs)], dim=1))
+
+
+class RetrievalDQN(DQN):
+    """DQN whose Q-network reads retrieved transitions of its own buffer (see the module docstring)."""
+
+    def __init__(self, ctx: ClassicContext, params: RetrievalParams) -> None:
+        super().__init__(ctx, params)
+        envs, p = ctx.envs, params
+        self.q = RetrievalQNetwork(envs.obs_dim, envs.n_actions, p.k, p.width, p.hidden).to(ctx.device)
+        self.q_target = RetrievalQNetwork(envs.obs_dim, envs.n_actions, p.k, p.width, p.hidden).to(ctx.device)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.parameters = list(self.q.parameters())
+        self.optimizer = adam(self.parameters, p.lr)
+        self.refresh_count = 0
+
+    def set_index(self, keys: torch.Tensor, features: torch.Tensor) -> None:
+        for net in (self.q, self.q_target):
+            net.keys, net.features = keys, features
+
+    def refresh(self) -> None:
+        """The index := the last index_size transitions of the buffer."""
+        n = min(len(self.buffer), self.p.index_size)
+        positions = (self.buffer.pos - n + np.arange(n)) % self.buffer.capacity
+        self.set_index(
+            torch.from_numpy(self.buffer.obs[positions]),
+            transition_features(self.buffer, positions, self.envs.n_actions),
+        )
+
+    def collect(self) -> None:
+        super().collect()
+        if self.steps // self.p.refresh_interval > self.refresh_count:
+            self.refresh_count = self.steps // self.p.refresh_interval
+            self.refresh()
+
+    def state_dict(self) -> dict[str, Any]:
+        index = {"keys": self.q.keys.numpy().copy(), "features": self.q.features.numpy().copy()}
+        return {**super().state_dict(), "refresh_count": self.refresh_count, "index": index}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.refresh_count = state["refresh_count"]
+        index = state["index"]
+        self.set_index(torch.from_numpy(np.asarray(index["keys"])), torch.from_numpy(np.asarray(index["features"])))
+
+
+@CLASSIC.register("retrieval_dqn", params=RetrievalParams)
+def retrieval_dqn(ctx: ClassicContext, params: RetrievalParams = RetrievalParams()) -> RetrievalDQN:
+    """Retrieval-augmented DQN (Goyal et al. 2022, ICML 2022, arXiv:2202.08417): Q(s, ·) = MLP([s, u(s)]),
+    u = Σ_m softmax(q(s)·key(f_m)/√d) value(f_m) over the k nearest stored transitions f_m = [s_m, onehot(a_m), r_m,
+    s'_m - s_m] of the replay buffer (the query itself excluded); DQN's loss, end-to-end; discrete actions."""
+    return RetrievalDQN(ctx, params)
+
+
+retrieval_dqn.action_spaces = frozenset({"discrete"})
