@@ -1,5 +1,6 @@
-"""Retrieval-augmented DQN (Goyal, Friesen, Banino, Weber, Ke, Badia, Guez, Mirza, Humphreys, Konyushkova, Laskin,
-Valko, Blundell, Lillicrap et al. 2022, "Retrieval-Augmented Reinforcement Learning", ICML 2022, arXiv:2202.08417).
+"""Retrieval-augmented DQN (Goyal, Friesen, Weber, Banino, Ke, Badia, Guez, Mirza, Humphreys, Konyushkova, Sifre,
+Valko, Osindero, Lillicrap, Heess & Blundell 2022, "Retrieval-Augmented Reinforcement Learning", ICML 2022,
+arXiv:2202.08417).
 
 The agent's own replay buffer is the retrieval dataset. For a state s (B, D):
 - the index: the last `index_size` stored transitions (s_m, a_m, r_m, s'_m), rebuilt every `refresh_interval`
