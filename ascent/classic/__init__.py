@@ -7,6 +7,8 @@ from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401
 from ascent.classic.ppo import PPOParams, ppo
 from ascent.classic.sac import SACParams, sac
+from ascent.classic.sqirl import SQIRLParams, sqirl  # noqa: F401
+from ascent.classic.value_mapping import ValueMappingParams, ovm_dqn  # noqa: F401
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 
 __all__ = [
