@@ -12,8 +12,8 @@ f' the target encoder, m_k = prod_{j<k} (1 - end_j) masking what follows an epis
 replay's mean |r| (reward_scale):
     y = (sum_k gamma^k r_k m_k + (1 - term) gamma^n min_i Q'_i(g'(z'_n, a'_n)) * target_reward_scale) / reward_scale,
     z'_n = f'(s_n), a'_n = clip(pi'(z'_n) + clip(N(0, sigma'), -c, c), -1, 1)     (TD3 target policy smoothing)
-and the deterministic actor pi(z_s) = tanh(u(z_s)) maximises Q_1 through the frozen encoder:
-    L_pi = -mean(Q(g(z_s, pi(z_s)))) + w_pre mean(u^2).
+and the deterministic actor pi(z_s) = tanh(u(z_s)) maximises the mean of both Q_i through the encoder:
+    L_pi = -mean_i mean(Q_i(g(z_s, pi(z_s)))) + w_pre mean(u^2)      (the encoder moves only by L_enc).
 All target networks (encoder, value, policy) are copied every target_update_freq gradient steps; at each copy the
 reward scales move (target <- current, current <- mean |r| of the replay) and the encoder takes
 target_update_freq gradient steps in one burst, as in the paper's code.
