@@ -1,7 +1,13 @@
 """Classic online deep RL on Gymnasium environments (PPO, DQN, SAC and contextual variants)."""
 
-from ascent.classic import carl, latency, seek  # noqa: F401  (they register classic_wrappers)
-from ascent.classic import md3qn, retrieval, reward_channels  # noqa: F401  (md3qn, retrieval_dqn; channel wrappers)
+from ascent.classic import (  # noqa: F401  (they register classic algorithms and classic_wrappers)
+    carl,
+    latency,
+    md3qn,
+    retrieval,
+    reward_channels,
+    seek,
+)
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401

@@ -53,6 +53,8 @@ class ActionRepeatParams:
 
 
 def _action_repeat_class():
+    if "ActionRepeat" in globals():
+        return globals()["ActionRepeat"]
     import gymnasium
 
     class ActionRepeat(gymnasium.Wrapper):
@@ -75,7 +77,16 @@ def _action_repeat_class():
                 info = {**info, "reward_vector": vector}
             return obs, total, terminated, truncated, info
 
+    ActionRepeat.__qualname__ = "ActionRepeat"  # a module-level name: checkpoints pickle the environment
+    globals()["ActionRepeat"] = ActionRepeat
     return ActionRepeat
+
+
+def __getattr__(name: str) -> Any:
+    """The wrapper classes, built on first use (gymnasium stays an optional import), e.g. when unpickling."""
+    if name == "ActionRepeat":
+        return _action_repeat_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @CLASSIC_WRAPPERS.register("action_repeat", params=ActionRepeatParams)

@@ -56,6 +56,16 @@ def test_action_repeat_sums_rewards_and_stops_at_the_end():
     assert env.unwrapped.steps_beyond_terminated == 0  # terminated in the last repeat, not stepped past it
 
 
+def test_action_repeat_pickles_with_its_environment():
+    import pickle
+
+    env = make_env("CartPole-v1", ["action_repeat(k=3)"])
+    env.reset(seed=2)
+    env.step(0)
+    copy = pickle.loads(pickle.dumps(env))
+    np.testing.assert_array_equal(copy.step(1)[0], env.step(1)[0])
+
+
 def test_reward_vectors_reach_the_step_and_sum_to_the_reward():
     envs = VecEnv(lambda: Channels(make_env("CartPole-v1")), num_envs=2, seed=0)
     step = envs.step(np.array([0, 1]))
