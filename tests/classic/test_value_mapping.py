@@ -63,10 +63,10 @@ def test_bad_parameters_say_what_to_change(tmp_path):
 
 
 def test_ovm_dqn_learns_cartpole(tmp_path):
-    """The acrobot-dqn recipe's settings on CartPole, 12k steps: well above a random policy's ~22."""
+    """The acrobot-dqn recipe's settings on CartPole, 10k steps (206.6 on seed 0): well above a random policy's ~22."""
     algo = "classic.algorithm=ovm_dqn(lr=0.00063, batch_size=128, buffer_size=50000, learning_starts=0, "
     algo += "target_update_interval=250, exploration_fraction=0.12, eps_end=0.1, hidden=[64, 64])"
-    over = [*BASE, f"output_dir={tmp_path}", "classic.total_steps=12000", algo]
+    over = [*BASE, f"output_dir={tmp_path}", "classic.total_steps=10000", algo]
     assert train(load_config("acrobot-dqn", over))["final_return"] > 60
 
 
