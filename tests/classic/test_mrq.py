@@ -69,18 +69,16 @@ SMALL = "mrq(learning_starts=300,zs_dim=32,za_dim=16,zsa_dim=32,hidden=32,enc_ho
 
 
 def test_mrq_learns_pendulum(tmp_path):
-    """1,500 steps of a small MR.Q: well above a uniformly random policy's ~ -1,200 on Pendulum-v1."""
+    """2,000 steps of the comparison's small MR.Q (docs/classic.md): well above a uniformly random policy's
+    ~ -1,200 on Pendulum-v1 (a 32-wide, 1,500-step variant did not learn; ~40 CPU seconds)."""
     pytest.importorskip("gymnasium")
     from ascent.app.pipeline import train
     from ascent.config import load_config
 
-    overrides = [
-        "classic.env=Pendulum-v1",
-        "classic.total_steps=1500",
-        f"classic.algorithm={SMALL},target_update_freq=100)",
-    ]
+    alg = "mrq(learning_starts=500,zs_dim=64,za_dim=32,zsa_dim=64,hidden=64,enc_horizon=3,batch_size=128)"
+    overrides = ["classic.env=Pendulum-v1", "classic.total_steps=2000", f"classic.algorithm={alg}"]
     cfg = load_config("halfcheetah-sac", [*overrides, f"output_dir={tmp_path}", "logging.progress=false"])
-    assert train(cfg)["final_return"] > -700
+    assert train(cfg)["final_return"] > -600
 
 
 def test_mrq_resume_is_exact(tmp_path):
