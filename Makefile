@@ -28,8 +28,11 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(BIN)/ascent train default --overwrite
 
+# pytest-xdist workers: one per core, at most 4 (each test file stays on one worker; one torch thread per worker).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); [ $$n -gt 4 ] && n=4; echo $$n)
+
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

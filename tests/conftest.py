@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -19,6 +21,20 @@ def native():
     if lib is None:
         pytest.skip(f"native kernels unavailable here: {kernels.unavailable()}")
     return lib
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two pytest-xdist workers: one torch thread each
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """Every test starts with the process's torch thread count: code under test may set it (classic runs pick
+    one thread, workers set theirs) and must not slow every later test in the same process."""
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
 
 
 @pytest.fixture

@@ -1168,7 +1168,3 @@ class EdgeExplorer(Explorer):
         if state:
             self.rounds, self.last = state["rounds"], dict(state["last"])
             self.bank = [Experience(**e) for e in state["bank"]]
-
-
-from ascent.rollout import info_branch as _info_branch  # noqa: E402,F401  (registers iib)
-from ascent.rollout import tree_search as _tree_search  # noqa: E402,F401  (registers mcts)
