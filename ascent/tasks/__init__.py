@@ -9,6 +9,7 @@ task module, so the registry is full.
 from ascent.tasks import (  # noqa: F401
     addition,
     code_functions,
+    cues,
     gsm_symbolic,
     jsonl,
     search_world,

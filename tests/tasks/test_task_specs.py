@@ -22,6 +22,7 @@ def test_every_task_module_registers_itself():
     assert TASKS.names() == [
         "addition",
         "code_functions",
+        "cues",
         "gsm_symbolic",
         "jsonl",
         "search_world",
