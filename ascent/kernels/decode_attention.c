@@ -26,12 +26,6 @@
 #include "kernels.h"
 
 
-static inline float hsum(vf x) {
-    float s = 0.f;
-    for (int l = 0; l < W; l++) s += x[l];
-    return s;
-}
-
 /* p[j] = scale * q . k_j for j < end; four keys at a time so four dot products are in flight */
 static void scores(const float* restrict q, const float* restrict K, int64_t sj, int64_t d, int64_t end, float scale, float* restrict p) {
     const int64_t dv = d - d % W;
@@ -46,7 +40,7 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
             a2 += x * vload(k2 + c);
             a3 += x * vload(k3 + c);
         }
-        float s0 = hsum(a0), s1 = hsum(a1), s2 = hsum(a2), s3 = hsum(a3);
+        float s0 = vhsum(a0), s1 = vhsum(a1), s2 = vhsum(a2), s3 = vhsum(a3);
         for (int64_t c = dv; c < d; c++) {
             s0 += q[c] * k0[c];
             s1 += q[c] * k1[c];
@@ -62,7 +56,7 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
         const float* kj = K + j * sj;
         vf a = {0};
         for (int64_t c = 0; c < dv; c += W) a += vload(q + c) * vload(kj + c);
-        float s = hsum(a);
+        float s = vhsum(a);
         for (int64_t c = dv; c < d; c++) s += q[c] * kj[c];
         p[j] = s * scale;
     }
@@ -132,13 +126,14 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                     p[j] = m[j] ? p[j] : MASKED;
                     top = p[j] > top ? p[j] : top;
                 }
-                float z = 0.f;
+                vf zv = {0};
                 int64_t j = 0;
                 for (; j + W <= end; j += W) { /* masked: e^(-3e38 - top) = 0 */
                     const vf e = vexp(vload(p + j) - top);
                     vstore(p + j, e);
-                    for (int l = 0; l < W; l++) z += e[l];
+                    zv += e;
                 }
+                float z = vhsum(zv);
                 if (j < end) { /* the last partial vector through scratch lanes past `end` (the scratch has W spare floats) */
                     float tail[W];
                     for (int l = 0; l < W; l++) tail[l] = j + l < end ? p[j + l] - top : -1e30f;

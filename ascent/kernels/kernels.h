@@ -8,8 +8,26 @@
 typedef float vf __attribute__((vector_size(W * sizeof(float))));
 typedef int32_t vi __attribute__((vector_size(W * sizeof(int32_t))));
 
+typedef float vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float vf4 __attribute__((vector_size(4 * sizeof(float))));
+
 static inline vf vload(const float* p) { vf x; memcpy(&x, p, sizeof x); return x; }
 static inline void vstore(float* p, vf x) { memcpy(p, &x, sizeof x); }
+
+/* the sum of a vector's lanes as a tree (halves, quarters, ...): four dependent adds instead of sixteen, in
+   registers (shuffles; extracting halves through memcpy made GCC keep the callers' accumulators on the stack) */
+static inline float vhsum(vf x) {
+#if defined(__has_builtin) && __has_builtin(__builtin_shufflevector)
+    const vf8 s8 = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) +
+                   __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+    const vf4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+#else
+    float s = 0.f;
+    for (int l = 0; l < W; l++) s += x[l];
+    return s;
+#endif
+}
 
 /* mask ? a : b lane by lane (mask lanes all ones or zero, as vector comparisons give) */
 static inline vf vselect(vi mask, vf a, vf b) {
