@@ -55,6 +55,10 @@ class PeerConsensusParams:
     refresh_every: int = 0
     """Reload each peer given as a run directory from its latest checkpoint every this many calls (0: never):
     peers that are themselves training."""
+    start: Optional[str] = None
+    """Model a peer starts from while its run directory has no model yet (not created, or no checkpoint and no
+    warm start of its own): a cohort whose members name each other and share a warm start gives it here; the
+    first refresh after the peer's first checkpoint switches to it. None: such a peer is a configuration error."""
     temperature: float = 1.0
     """Peers' sampling temperature."""
     top_p: float = 1.0
@@ -131,11 +135,16 @@ def consensus_rewards(
 class Peer:
     """A peer model: its spec, the folder it was loaded from, the model and tokenizer."""
 
-    def __init__(self, spec: str, device: Optional[str]) -> None:
+    def __init__(self, spec: str, device: Optional[str], start: Optional[str] = None) -> None:
         from ascent.rewards.judge import resolve_judge_model
 
         self.spec, self.device = spec, device
-        self.folder = resolve_judge_model(spec)
+        try:
+            self.folder = resolve_judge_model(spec)
+        except ConfigError:
+            if start is None:
+                raise
+            self.folder = resolve_judge_model(start)  # the peer's run has no model yet: the cohort's shared start
         self.load()
 
     def load(self) -> None:
@@ -149,7 +158,10 @@ class Peer:
         """Reload when the spec (a run directory) now points at a newer checkpoint; whether it did."""
         from ascent.rewards.judge import resolve_judge_model
 
-        latest = resolve_judge_model(self.spec)
+        try:
+            latest = resolve_judge_model(self.spec)
+        except ConfigError:  # still no model in the peer's run directory: keep the start
+            return False
         if latest == self.folder:
             return False
         device = next(self.model.parameters()).device
@@ -167,7 +179,7 @@ class PeerConsensus:
 
     def __init__(self, **params: Any) -> None:
         self.params = p = build(PeerConsensusParams, params, "peer_consensus")
-        self.peers = [Peer(spec, p.device) for spec in p.peers]
+        self.peers = [Peer(spec, p.device, p.start) for spec in p.peers]
         self.engine = None
         if self.peers:
             from ascent.rollout.backends import make_engine

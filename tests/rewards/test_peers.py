@@ -85,6 +85,28 @@ def test_a_peer_run_directory_is_reloaded_when_its_checkpoint_moves(peer_folders
     assert resumed.peer_answers(["3+4=", "9+9="]) == reward.peer_answers(["3+4=", "9+9="])  # same generator state
 
 
+def test_a_cohort_peer_without_a_model_yet_starts_from_start_then_switches(peer_folders, tmp_path):
+    """Members of a cohort name each other before either has saved anything: `start` stands in until the peer's
+    first checkpoint, which the next refresh loads; without `start` such a peer is a configuration error."""
+    import shutil
+
+    run = tmp_path / "member_b"  # not created yet
+    spec = f"peer_consensus(peers=[{run}], start={peer_folders / 'm0'}, k=2, refresh_every=1, max_new_tokens=4)"
+    reward = resolve_reward(spec)
+    assert reward.peers[0].folder == peer_folders / "m0"
+    reward(["1+1="], ["2"])
+    reward(["1+1="], ["2"])  # refresh: the run directory still has no model, the start stays
+    assert reward.reloads == 0
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text("name: member_b\n")
+    shutil.copytree(peer_folders / "m1", run / "checkpoints" / "step_5")
+    (run / "checkpoints" / "latest").write_text("step_5")
+    reward(["1+1="], ["2"])
+    assert reward.reloads == 1 and reward.peers[0].folder == run / "checkpoints" / "step_5"
+    with pytest.raises(ConfigError, match="is not a model"):
+        resolve_reward(f"peer_consensus(peers=[{tmp_path / 'member_c'}])")
+
+
 @pytest.mark.parametrize(
     "spec, message",
     [
