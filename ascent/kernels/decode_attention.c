@@ -27,11 +27,15 @@
 
 
 /* p[j] = scale * q . k_j for j < end; four keys at a time so four dot products are in flight */
-static void scores(const float* restrict q, const float* restrict K, int64_t sj, int64_t d, int64_t end, float scale, float* restrict p) {
+static void scores(const float* restrict q, const float* restrict K, int64_t sj, int64_t d, int64_t end, float scale, float* restrict p,
+                   const char* pf, int64_t pf_bytes) {
     const int64_t dv = d - d % W;
     int64_t j = 0;
     for (; j + 4 <= end; j += 4) {
         const float *k0 = K + j * sj, *k1 = k0 + sj, *k2 = k1 + sj, *k3 = k2 + sj;
+        if (pf) /* the next (row, head)'s keys at the same offsets, a few lines per group of keys */
+            for (int64_t o = j * sj * (int64_t)sizeof(float); o < (j + 4) * sj * (int64_t)sizeof(float) && o < pf_bytes; o += 64)
+                __builtin_prefetch(pf + o, 0, 1);
         vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
         for (int64_t c = 0; c < dv; c += W) {
             const vf x = vload(q + c);
@@ -52,6 +56,8 @@ static void scores(const float* restrict q, const float* restrict K, int64_t sj,
         p[j + 2] = s2 * scale;
         p[j + 3] = s3 * scale;
     }
+    if (pf) /* the rest of the next keys */
+        for (int64_t o = j * sj * (int64_t)sizeof(float); o < pf_bytes; o += 64) __builtin_prefetch(pf + o, 0, 1);
     for (; j < end; j++) {
         const float* kj = K + j * sj;
         vf a = {0};
@@ -109,18 +115,20 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
         for (int64_t h = 0; h < nkv; h++) {
             const float* restrict K = k + b * k_sb + h * k_sh;
             const float* restrict V = v + b * v_sb + h * v_sh;
-            if (b + (h + 1) / nkv < B) { /* the next (row, head)'s keys and values start coming in while these are read */
+            const char *kn = NULL, *vn = NULL; /* the next (row, head)'s keys and values, prefetched while these are read */
+            int64_t bytes_k = 0, bytes_v = 0;
+            if (b + (h + 1) / nkv < B) {
                 const int64_t nb = b + (h + 1) / nkv, nh = (h + 1) % nkv;
-                const char *kn = (const char*)(k + nb * k_sb + nh * k_sh), *vn = (const char*)(v + nb * v_sb + nh * v_sh);
-                const int64_t bytes_k = ((end - 1) * k_sj + d) * (int64_t)sizeof(float), bytes_v = ((end - 1) * v_sj + d) * (int64_t)sizeof(float);
-                for (int64_t o = 0; o < bytes_k; o += 64) __builtin_prefetch(kn + o, 0, 1);
-                for (int64_t o = 0; o < bytes_v; o += 64) __builtin_prefetch(vn + o, 0, 1);
+                kn = (const char*)(k + nb * k_sb + nh * k_sh);
+                vn = (const char*)(v + nb * v_sb + nh * v_sh);
+                bytes_k = ((end - 1) * k_sj + d) * (int64_t)sizeof(float);
+                bytes_v = ((end - 1) * v_sj + d) * (int64_t)sizeof(float);
             }
             const float* restrict Q = q + b * q_sb + h * g * d;
             float* restrict O = out + (b * nkv + h) * g * d;
             for (int64_t r = 0; r < g; r++) {
                 float* restrict p = scratch + r * end;
-                scores(Q + r * d, K, k_sj, d, end, scale, p);
+                scores(Q + r * d, K, k_sj, d, end, scale, p, r == 0 ? kn : NULL, bytes_k);
                 float top = MASKED; /* masked softmax over j */
                 for (int64_t j = 0; j < end; j++) {
                     p[j] = m[j] ? p[j] : MASKED;
@@ -146,6 +154,8 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                 const float inv = 1.f / z;
                 for (int64_t j = 0; j < end; j++) p[j] *= inv;
             }
+            if (vn)
+                for (int64_t o = 0; o < bytes_v; o += 64) __builtin_prefetch(vn + o, 0, 1);
             for (int64_t r = 0; r < g; r++) weighted_values(V, v_sj, d, end, scratch + r * end, O + r * d); /* the group's re-reads hit L1 */
         }
     }
