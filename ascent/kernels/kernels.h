@@ -16,6 +16,7 @@ static inline void vstore(float* p, vf x) { memcpy(p, &x, sizeof x); }
 
 /* the sum of a vector's lanes as a tree (halves, quarters, ...): four dependent adds instead of sixteen, in
    registers (shuffles; extracting halves through memcpy made GCC keep the callers' accumulators on the stack) */
+_Static_assert(W == 16, "vhsum's shuffles are written for 16 lanes");
 static inline float vhsum(vf x) {
 #if defined(__has_builtin) && __has_builtin(__builtin_shufflevector)
     const vf8 s8 = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) +

@@ -138,13 +138,13 @@ class Peer:
     def __init__(self, spec: str, device: Optional[str], start: Optional[str] = None) -> None:
         from ascent.rewards.judge import resolve_judge_model
 
-        self.spec, self.device = spec, device
+        self.spec, self.device, self.on_start = spec, device, False
         try:
             self.folder = resolve_judge_model(spec)
         except ConfigError:
             if start is None:
                 raise
-            self.folder = resolve_judge_model(start)  # the peer's run has no model yet: the cohort's shared start
+            self.folder, self.on_start = resolve_judge_model(start), True  # the peer's run has no model yet
         self.load()
 
     def load(self) -> None:
@@ -160,10 +160,13 @@ class Peer:
 
         try:
             latest = resolve_judge_model(self.spec)
-        except ConfigError:  # still no model in the peer's run directory: keep the start
-            return False
+        except ConfigError:
+            if self.on_start:  # still no model in the peer's run directory: keep the start
+                return False
+            raise
         if latest == self.folder:
             return False
+        self.on_start = False
         device = next(self.model.parameters()).device
         self.folder = latest
         self.load()
