@@ -98,6 +98,11 @@ class WandbSink:
 
     def close(self) -> None:
         self.run.finish()
+        if self.wandb.run is None:
+            # finish() can return before wandb-core has flushed the offline transaction log; teardown waits for
+            # it. Its atexit hook would too, but not in a multiprocessing child (`ascent compare --jobs N`),
+            # which leaves through os._exit, nor for a caller reading the run's files right after train().
+            self.wandb.teardown()
 
 
 class MlflowSink:
