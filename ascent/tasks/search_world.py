@@ -5,7 +5,9 @@ answered with search/open tools, reward answer_em.
 
 Every few questions get their own world (`questions_per_world`), and the held-out questions live in worlds
 no training question comes from, so a policy cannot memorise facts: it has to search. Rows are
-`{"prompt": question, "answer", "hops", "evidence", "evidence_titles", "path", "subject", "world_seed"}`;
+`{"prompt": question, "answer", "hops", "evidence", "evidence_titles", "path", "subject", "world_seed",
+"evidence_doc", "evidence_sentence"}` (the last hop's document and its sentence that states the answer: the source
+an evidence or grounding reward checks against, `evidence_rm`, `source_similarity`);
 the environment (`WorldsEnv`) switches to the row's world on reset. The warm start imitates `OracleAgent`
 (scripted, deliberately imperfect: `oracle_p_guess`, `oracle_p_redundant`), or `SearchingOracle`
 (`oracle_open=false`: the same, reading facts from search results without opening).
@@ -72,7 +74,9 @@ class SearchWorldParams:
     the others (empty: it may guess on every type). A systematic blind spot, like the default task's dropped
     carry."""
     oracle_quote: bool = False
-    """Warm-start oracle (oracle_open=false): precede an answer found by searching with the evidence sentence."""
+    """Warm-start oracle (oracle_open=false): precede an answer found by searching with the evidence sentence, as
+    `<evidence>SENTENCE</evidence> <answer>X</answer>` (the span `evidence_rm` scores; a guess has none). The
+    tokenizer then also gets `<evidence>` and `</evidence>` as whole tokens."""
     tokenizer_pieces: bool = True
     """The task's character tokenizer also gets whole tokens for name syllables, the documents' words and
     the tool-call markup (`ascent.envs.search_world.tokenizer_pieces`): ~4x shorter episodes, names copied
@@ -96,6 +100,10 @@ class SearchWorldParams:
         if set(self.relations) - known:
             unknown = sorted(set(self.relations) - known)
             raise ValueError(f"relations: unknown {unknown}; choose among {sorted(known)}")
+
+
+EVIDENCE_OPEN, EVIDENCE_CLOSE = "<evidence>", "</evidence>"
+"""The tags around the quoted evidence (`oracle_quote`), the default span of `evidence_rm`."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +140,8 @@ class SearchingOracle(OracleAgent):
             hop = q.evidence.index(calls[0].arguments["doc_id"])
             reply = self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
         if self.quote and q is not None and reply.startswith("<answer>") and parse_tool_calls(context):
-            reply = evidence_sentence(self.world.docs[q.evidence[-1]].text, q.answer) + " " + reply
+            quote = evidence_sentence(self.world.docs[q.evidence[-1]].text, q.answer)
+            reply = f"{EVIDENCE_OPEN}{quote}{EVIDENCE_CLOSE} {reply}"
         return reply
 
 
@@ -189,6 +198,8 @@ class SearchWorlds:
                         "subject": q.subject,
                         "evidence_titles": [world.docs[d].title for d in q.evidence],
                         "world_seed": seed,
+                        "evidence_doc": world.docs[q.evidence[-1]].text,
+                        "evidence_sentence": evidence_sentence(world.docs[q.evidence[-1]].text, q.answer),
                     }
                 )
                 if len(out) == num:
@@ -260,6 +271,8 @@ def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = Se
     held_out = worlds.rows(cfg.num_eval, range(base + 5_000_000, base + 10_000_000), taken)
     train = worlds.rows(num_train, range(base, base + 5_000_000), taken)
     agent = AgentTask(make_env=worlds.make_env, env_task=worlds.env_task, demonstrator=worlds.demonstrator)
-    pieces = tokenizer_pieces(params.prompt) if params.tokenizer_pieces else ()
+    pieces = tokenizer_pieces(params.prompt) if params.tokenizer_pieces else []
+    if params.tokenizer_pieces and params.oracle_quote:
+        pieces += [EVIDENCE_OPEN, EVIDENCE_CLOSE]
     tokenizer = with_chat_template(char_tokenizer(ALPHABET, pieces))
     return TaskData(train=train, eval=held_out, reward="answer_em", teacher=None, tokenizer=tokenizer, agent=agent)

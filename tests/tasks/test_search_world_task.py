@@ -54,8 +54,11 @@ def test_searching_oracle_answers_from_the_hit_and_quotes_it():
     for t, r in zip(episodes(cfg, rows), rows):
         assert t.reward == 1.0 and t.info["supported"] and t.info["tool_call_names"] == ["search"] and len(t.turns) == 2
         quote, answer = t.turns[-1].text.split(" <answer>")
-        assert answer == f"{r['answer']}</answer>" and r["answer"] in quote and quote.endswith(".")
+        assert answer == f"{r['answer']}</answer>" and quote.startswith("<evidence>") and quote.endswith("</evidence>")
+        quote = quote.removeprefix("<evidence>").removesuffix("</evidence>")
+        assert r["answer"] in quote and quote.endswith(".") and quote == r["evidence_sentence"]
         assert quote in t.messages[2]["content"], "the quote is a sentence of the search hit"
+        assert quote in r["evidence_doc"] and r["evidence_doc"] in t.messages[2]["content"]
 
 
 def test_oracle_guesses_only_on_its_blind_spot():
