@@ -614,7 +614,7 @@ class SpaParams:
     flat_groups: bool = False
     """Keep the redistribution in groups whose outcomes are all equal (it sums to 0 per trajectory; divided by 1);
     false: those groups get 0, as in GRPO and `progress` (measured: keeping it let the estimator's credit for
-    extra search turns in all-success groups collapse a run, docs/results.md §4b)."""
+    extra search turns in all-success groups collapse a run, docs/results.md §4f)."""
     buffer: int = 256
     """Trajectories kept for the estimator (the latest ones); >= 1."""
     batch_size: int = 32
