@@ -100,3 +100,31 @@ def test_tokenizer_pieces_shorten_episodes_and_split_names_the_same_everywhere()
                 assert hits >= 4, "question, query, search hit title and text all hold the name's ids"
                 assert tok.decode(t.ids, skip_special_tokens=False).count(subject) == hits
     assert lengths["chars"] > 3 * lengths["pieces"]
+
+
+def test_evidence_and_grounding_rewards_tell_searched_answers_from_guesses():
+    """On the quoting oracle's episodes, as the rewards see them (the packed completion holds the tool responses):
+    a searched answer's evidence span is the row's `evidence_sentence` (BM25 coverage 1), a guess has none, so
+    `evidence_rm` ranks every searched episode of a group above every guess; `source_similarity` against
+    `evidence_doc` also scores searched episodes (which read the document) above guesses."""
+    from ascent.agents.trajectory import pack_trajectories
+    from ascent.rewards.evidence import evidence_of
+    from ascent.rewards.runner import resolve_reward
+
+    rows = SearchWorlds(CFG).rows(16, range(80, 100), set())
+    cfg = SearchWorldParams(**{**CFG.__dict__, "oracle_p_guess": 0.5, "oracle_p_redundant": 0.0, "oracle_quote": True})
+    trajs = episodes(cfg, rows, seed=1)
+    batch = pack_trajectories(trajs, with_chat_template(char_tokenizer(ALPHABET)))
+    searched = [t.info["num_tool_calls"] > 0 for t in trajs]
+    assert 3 <= sum(searched) <= 13, "the coin gives both kinds"
+    fields = {k: [r[k] for r in rows] for k in ("evidence_sentence", "evidence_doc", "answer")}  # the rows' fields
+    for c, r, s in zip(batch.completions, rows, searched):
+        assert evidence_of(c, r"<evidence>(.*?)</evidence>") == (r["evidence_sentence"] if s else None)
+    eapo = resolve_reward("evidence_rm(scorer='source_similarity(source_field=evidence_sentence)')")
+    scores = eapo(batch.prompts, batch.completions, group=[0] * len(rows), **fields)
+    assert eapo.metrics()["evidence_rm/found_frac"] == pytest.approx(sum(searched) / len(rows))
+    assert min(x for x, s in zip(scores, searched) if s) > 0 > max(x for x, s in zip(scores, searched) if not s)
+    grounding = resolve_reward("source_similarity(source_field=evidence_doc)")(
+        batch.prompts, batch.completions, **fields
+    )
+    assert min(x for x, s in zip(grounding, searched) if s) > max(x for x, s in zip(grounding, searched) if not s)
