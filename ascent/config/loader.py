@@ -373,6 +373,8 @@ def validate(cfg: RunConfig) -> None:
     rewards = [cfg.reward] if isinstance(cfg.reward, str) else cfg.reward
     if cfg.reward_weights is not None and len(cfg.reward_weights) != len(rewards):
         raise ConfigError(f"reward_weights has {len(cfg.reward_weights)} entries for {len(rewards)} rewards")
+    if cfg.reward_weights is not None and not any(w != 0 for w in cfg.reward_weights):
+        raise ConfigError("reward_weights are all 0: nothing would be trained on (a 0 weight only logs a reward)")
     _check_reward_models(rewards)
     for key, o in (("train.optim", cfg.train.optim), ("warmstart.optim", cfg.warmstart.optim)):
         if not 0 <= o.decay_frac <= 1:

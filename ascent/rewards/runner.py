@@ -285,18 +285,21 @@ class RewardRunner:
         return out, failed
 
     def score(self, prompts: list[str], completions: list[str], fields: list[dict[str, Any]]) -> RewardResult:
-        """Score N samples with every reward; weighted sum over the rewards that had an opinion."""
+        """Score N samples with every reward; weighted sum over the weighted rewards (weight != 0) that had an
+        opinion. A reward with weight 0 is only logged: its opinion does not make a sample valid (a sample the
+        trained rewards have no opinion on stays out of the loss) and its failure does not skip one."""
         cols = columns(fields)
         before = len(self.failure_log)
         calls = [self._call(k, prompts, completions, cols) for k in range(len(self.fns))]
         comps = torch.tensor([c[0] for c in calls], dtype=torch.float32).T.reshape(
             len(completions), len(self.fns)
         )  # (N, K)
+        w = torch.tensor(self.weights, dtype=torch.float32)  # (K,)
+        trained = w != 0  # (K,)
         failed = (
-            torch.tensor([c[1] for c in calls], dtype=torch.bool).T.reshape(len(completions), len(self.fns)).any(-1)
-        )  # (N,)
-        has = ~torch.isnan(comps)  # (N, K)
-        w = torch.tensor(self.weights, dtype=torch.float32)
+            torch.tensor([c[1] for c in calls], dtype=torch.bool).T.reshape(len(completions), len(self.fns)) & trained
+        ).any(-1)  # (N,)
+        has = ~torch.isnan(comps) & trained  # (N, K)
         total = torch.where(has, comps * w, torch.zeros_like(comps)).sum(-1)  # (N,)
         valid = has.any(-1) & ~failed
         total = torch.where(valid, total, torch.full_like(total, math.nan))
@@ -305,9 +308,10 @@ class RewardRunner:
             "reward/no_opinion_frac": float((~has.any(-1) & ~failed).float().mean()),
             "reward/errors": float(len(self.failure_log) - before),
         }
+        logged = ~torch.isnan(comps)  # (N, K): every reward's own opinions, weighted or not
         for k, name in enumerate(self.names):
-            if len(self.names) > 1 and has[:, k].any():
-                stats[f"reward/{name}"] = float(comps[has[:, k], k].mean())
+            if len(self.names) > 1 and logged[:, k].any():
+                stats[f"reward/{name}"] = float(comps[logged[:, k], k].mean())
         for fn in self.fns:  # rewards that report on themselves (e.g. `judge`: failed judgements, cache hits)
             stats.update(fn.metrics() if hasattr(fn, "metrics") else {})
         return RewardResult(rewards=total, valid=valid, components=comps, stats=stats)

@@ -226,6 +226,7 @@ def test_control_needs_warm_start():
         (["model.source=hf"], "model.path"),
         (["model.num_heads=3"], "num_heads"),
         (["reward_weights=[1, 2]"], "reward_weights"),
+        (["reward=[exact_answer,last_number]", "reward_weights=[0, 0]"], "reward_weights are all 0"),
     ],
 )
 def test_other_cross_field_checks(overrides, needle):

@@ -199,6 +199,21 @@ def test_weighted_sum_and_no_opinion_fallback(rfile, rmodule):
     assert res.stats[f"reward/{rmodule('doubles')}"] == pytest.approx(3.0)
 
 
+def test_a_zero_weight_reward_is_only_logged(rfile, rmodule):
+    """`reward=[a, verifier] reward_weights=[1, 0]` (train on a, watch the verifier): where a has no opinion the
+    sample stays out of the loss, it does not get a reward of 0 because the verifier had an opinion; a failure of
+    the watched reward skips nothing; its mean is still logged."""
+    # A = [1, None, 0.5, None] (weight 1), B = [2, 4, None, None] (weight 0)
+    res = RewardRunner([rfile("half_none"), rmodule("doubles")], weights=[1.0, 0.0]).score(PROMPTS, COMPS, FIELDS)
+    assert res.valid.tolist() == [True, False, True, False]
+    assert res.rewards[[0, 2]].tolist() == [1.0, 0.5] and torch.isnan(res.rewards[[1, 3]]).all()
+    assert res.stats["reward/no_opinion_frac"] == 0.5
+    assert res.stats[f"reward/{rmodule('doubles')}"] == pytest.approx(3.0)
+    res = RewardRunner([rfile("length"), rfile("raises")], weights=[1.0, 0.0]).score(PROMPTS, COMPS, FIELDS)
+    assert res.valid.all() and res.rewards.tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert res.stats["reward/failed_frac"] == 0.0
+
+
 def test_default_weights_are_one(rfile):
     res = RewardRunner([rfile("length"), rfile("nan_second")]).score(PROMPTS, COMPS, FIELDS)
     # length [1, 2, 3, 4] + [1, NaN(fail), 0.5, 0] -> sample 1 invalid (a reward failed on it)
