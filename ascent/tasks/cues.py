@@ -45,9 +45,9 @@ What the abstract leaves open and is chosen here: the environment (search_world)
 duplicate key, and no LLM anywhere (goals come from the environment's own phrase templates).
 
 Rows: the built-in `{"prompt", "answer", "hops", "evidence", "evidence_titles", "path", "subject",
-"world_seed"}` plus `schema` and `actions` (the recorded `[tool, argument]` calls). Held-out rows are the
-built-in (curated) questions of worlds never explored: a policy trained on generated tasks is evaluated on
-the curated distribution. `measure` and `compare` report diversity and executability of both sets.
+"world_seed", "evidence_doc", "evidence_sentence"}` plus `schema` and `actions` (the recorded `[tool, argument]`
+calls). Held-out rows are the built-in (curated) questions of worlds never explored: a policy trained on
+generated tasks is evaluated on the curated distribution. `measure` and `compare` report diversity and executability of both sets.
 
 >>> params = CuesParams(people=4, companies=2, cities=2, countries=1, explore_steps=30)
 >>> rows = generate(params, range(2))
@@ -71,7 +71,7 @@ from ascent.envs.tools import CALL_CLOSE, CALL_OPEN
 from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.agent import AgentTask
 from ascent.tasks.base import TASKS, DataError, Row, TaskData
-from ascent.tasks.search_world import SearchWorldParams, SearchWorlds, WorldQuestion, WorldsEnv
+from ascent.tasks.search_world import SearchWorldParams, SearchWorlds, WorldQuestion, WorldsEnv, evidence_sentence
 
 PROBES = ("company", "city", "country", "born")
 """Generic words the explorer starts searching with (words every world's documents use, no names)."""
@@ -183,6 +183,8 @@ class Exploration:
     """opened doc id -> (kind, facts) read with DOC_GRAMMAR."""
     shown_by: dict[str, list[str]] = field(default_factory=dict)
     """doc id -> queries whose hits showed it, in order."""
+    texts: dict[str, str] = field(default_factory=dict)
+    """opened doc id -> its text as the `open` tool showed it."""
     calls: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -210,6 +212,7 @@ def explore(world: SearchWorld, params: CuesParams, rng: random.Random) -> Explo
             continue
         seen.titles[m.group(1)] = m.group(2).strip()
         seen.facts[m.group(1)] = read
+        seen.texts[m.group(1)] = m.group(3)
         kind, facts = read
         names = [v for k, v in facts.items() if (kind, k) in RELATIONS]
         queries += [n for n in names if n not in queries]
@@ -275,6 +278,8 @@ def _tasks(seen: Exploration, chain: list[tuple[Optional[str], str]], world_seed
                 "subject": docs[0],
                 "evidence_titles": [seen.titles[d] for d in docs],
                 "world_seed": world_seed,
+                "evidence_doc": seen.texts[docs[-1]],
+                "evidence_sentence": evidence_sentence(seen.texts[docs[-1]], value),
                 "schema": f"{kind0}:{'.'.join(path)}",
                 "actions": [list(a) for a in actions],
             }

@@ -61,6 +61,7 @@ def test_generated_tasks_are_correct_executable_and_in_the_builtin_row_form():
         assert set(r) == builtin_keys | {"schema", "actions"}
         assert r["answer"] == truth(world, r), r["prompt"]
         assert r["evidence_titles"] == [world.docs[d].title for d in r["evidence"]]
+        assert r["evidence_doc"] == world.docs[r["evidence"][-1]].text and r["answer"] in r["evidence_sentence"]
         assert len(r["actions"]) == 2 * r["hops"] and replay(world, r)
         assert worlds.env_task(r).question.answer == r["answer"]
 
