@@ -47,7 +47,8 @@ duplicate key, and no LLM anywhere (goals come from the environment's own phrase
 Rows: the built-in `{"prompt", "answer", "hops", "evidence", "evidence_titles", "path", "subject",
 "world_seed", "evidence_doc", "evidence_sentence"}` plus `schema` and `actions` (the recorded `[tool, argument]`
 calls). Held-out rows are the built-in (curated) questions of worlds never explored: a policy trained on
-generated tasks is evaluated on the curated distribution. `measure` and `compare` report diversity and executability of both sets.
+generated tasks is evaluated on the curated distribution. `measure` and `compare` report diversity and
+executability of both sets.
 
 >>> params = CuesParams(people=4, companies=2, cities=2, countries=1, explore_steps=30)
 >>> rows = generate(params, range(2))
