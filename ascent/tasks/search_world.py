@@ -188,6 +188,7 @@ class SearchWorlds:
                 if q.question in taken:
                     continue
                 taken.add(q.question)
+                source = world.docs[q.evidence[-1]].text  # the last hop's document: it states the answer
                 out.append(
                     {
                         "prompt": q.question,
@@ -198,8 +199,8 @@ class SearchWorlds:
                         "subject": q.subject,
                         "evidence_titles": [world.docs[d].title for d in q.evidence],
                         "world_seed": seed,
-                        "evidence_doc": world.docs[q.evidence[-1]].text,
-                        "evidence_sentence": evidence_sentence(world.docs[q.evidence[-1]].text, q.answer),
+                        "evidence_doc": source,
+                        "evidence_sentence": evidence_sentence(source, q.answer),
                     }
                 )
                 if len(out) == num:
