@@ -11,6 +11,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     online_rm,  # noqa: F401,E402 - rm_online (a reward model updated on the batches it scores)
     peers,  # noqa: F401,E402 - peer_consensus (majority of the group / of peer models, label-free)
     reward_model,  # noqa: F401,E402 - reward_model (rm:PATH)
+    rm_ensemble,  # noqa: F401,E402 - rm_ensemble (mean / min / UWO of several reward models)
     sandbox,  # noqa: F401,E402 - code_tests
     self_judge,  # noqa: F401,E402 - self_judge (the policy judges its own completions)
     shaping,
