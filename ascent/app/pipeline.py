@@ -363,7 +363,7 @@ def train(
     print_header(run, policy)
     if cfg.warmstart.steps or cfg.warmstart.init_from:
         warmstart(run, policy)
-    if "before" not in run.state:
+    if "before" not in run.state and cfg.eval.before:
         run.state["before"] = evaluate(run, policy)
         run.save_state()
     if not rl_phase(run, policy, resume, stop_at):

@@ -301,6 +301,9 @@ class EvalConfig:
     auto: the task's own (e.g. `last_number` for numeric answers), none when the task has none; null: none."""
     batch_size: int = 512
     """Prompts per generation batch."""
+    before: bool = True
+    """Evaluate the starting policy before RL (`accuracy_before_rl`); false skips it, e.g. in a comparison whose
+    arms all start from one checkpoint already evaluated (each evaluation of a real model costs minutes)."""
 
 
 @dataclass(frozen=True)

@@ -116,3 +116,17 @@ def test_checkpoint_is_atomic_and_pruned(tmp_path, tiny_policy):
     (tmp_path / ".tmp-step_000004-999").mkdir()
     assert ckpt.latest().name == "step_000003"
     assert Checkpointer.load_state(ckpt.latest())["step"] == 3
+
+
+def test_skipping_the_before_evaluation_changes_nothing_else(tmp_path):
+    """eval.before=false leaves out accuracy_before_rl and nothing else: the RL phase draws the same samples and
+    ends with bitwise the same weights and held-out results (the evaluation takes no randomness from training)."""
+    cfg = load_config("default", TINY + [f"output_dir={tmp_path}", "warmstart.steps=0"])
+    with_before = train(cfg.__class__(**{**cfg.__dict__, "name": "with"}))
+    skip = load_config("default", TINY + [f"output_dir={tmp_path}", "warmstart.steps=0", "eval.before=false"])
+    without = train(skip.__class__(**{**skip.__dict__, "name": "without"}))
+    assert "accuracy_before_rl" in with_before and "accuracy_before_rl" not in without
+    assert {k for k in with_before if not k.endswith("before_rl")} == set(without)
+    a, b = final_weights(tmp_path / "with"), final_weights(tmp_path / "without")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert with_before["accuracy_after_rl"] == without["accuracy_after_rl"]
