@@ -521,7 +521,8 @@ def plot_comparison(run_dirs: list[tuple[Variant, int, Path]], out: Path) -> Non
             summary = d / "summary.json"
             if summary.exists() and rows:
                 final = json.loads(summary.read_text())
-                acc.setdefault(0, []).append(final["accuracy_before_rl"])
+                if "accuracy_before_rl" in final:  # absent with eval.before=false
+                    acc.setdefault(0, []).append(final["accuracy_before_rl"])
                 acc.setdefault(rows[-1]["step"], []).append(final["accuracy_after_rl"])
         if acc:
             steps = sorted(acc)

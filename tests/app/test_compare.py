@@ -189,3 +189,17 @@ def test_unmatched_seeds_fall_back_to_an_unpaired_difference(tmp_path):
     d = aggs[1]["vs_first"]["accuracy_after_rl"]
     assert not d["paired"] and not d["significant"]  # the seeds' spread (0.30 .. 0.52) hides a 0.04 shift
     assert "unpaired (other seeds than base): better." in results_table(aggs, None)
+
+
+def test_report_and_plots_without_the_before_evaluation(tmp_path):
+    """Runs made with eval.before=false have no accuracy_before_rl: the table and the curves still come out."""
+    comp = fake_comparison(tmp_path)
+    for run in (tmp_path / "runs").iterdir():
+        summary = json.loads((run / "summary.json").read_text())
+        del summary["accuracy_before_rl"]
+        (run / "summary.json").write_text(json.dumps(summary))
+        lines = [{"phase": "rl", "step": s, "reward/mean": 0.1 * s} for s in range(1, 11)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    results = comp.report()
+    assert [v["variant"] for v in results["variants"]] == ["base", "better", "same"]
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
