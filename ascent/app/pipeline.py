@@ -10,7 +10,7 @@ import json
 import random
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -61,8 +61,13 @@ class Run:
     state: dict[str, Any]
     samples: Optional[SampleLogger] = None
     """samples.jsonl (`logging.samples_every`)."""
+    wall_before: float = 0.0
+    """Wall seconds of the earlier processes of this run (a resumed run's `wall_seconds` adds up over them)."""
+    clock: float = field(default_factory=time.perf_counter)
 
     def save_state(self) -> None:
+        """state.json, atomically, with the wall seconds so far: a run killed and resumed loses none of them."""
+        self.state["wall_seconds"] = self.wall_before + time.perf_counter() - self.clock
         write_text_atomic(self.dir / "state.json", json.dumps(self.state, indent=2))
 
 
@@ -101,7 +106,8 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = 
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard, trackers(cfg, run_dir) if track else [])
     lg = cfg.logging
     samples = SampleLogger(run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names)
-    return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples), policy
+    wall = state.get("wall_seconds", 0.0)
+    return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples, wall), policy
 
 
 def agent_loop(cfg: RunConfig) -> AgentConfig:
@@ -358,7 +364,6 @@ def train(
     if cfg.classic is not None:  # a Gymnasium run (ascent.classic): its own loop, the same run directory
         return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
     state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
-    t0, wall_before = time.perf_counter(), state.get("wall_seconds", 0.0)
     run, policy = prepare(cfg, run_dir, state, track=True)
     print_header(run, policy)
     if cfg.warmstart.steps or cfg.warmstart.init_from:
@@ -367,16 +372,16 @@ def train(
         run.state["before"] = evaluate(run, policy)
         run.save_state()
     if not rl_phase(run, policy, resume, stop_at):
-        run.state["wall_seconds"] = wall_before + time.perf_counter() - t0
         run.save_state()
         return None
-    run.state["after"] = evaluate(run, policy)
+    if run.state.get("after_step") != cfg.train.steps:  # a run resumed in its control keeps this evaluation
+        run.state.update(after=evaluate(run, policy), after_step=cfg.train.steps)
+        run.save_state()
     if cfg.control.enabled:
         t1, before = time.perf_counter(), run.state.get("control_seconds", 0.0)
         run.state["control"] = control_phase(run, resume)
         if cfg.control.kind == "imitation":  # the rft control's training seconds are counted by rl_phase
             run.state["control_seconds"] = before + time.perf_counter() - t1
-    run.state["wall_seconds"] = wall_before + time.perf_counter() - t0
     run.save_state()
     return finish(run)
 

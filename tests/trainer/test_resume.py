@@ -130,3 +130,33 @@ def test_skipping_the_before_evaluation_changes_nothing_else(tmp_path):
     a, b = final_weights(tmp_path / "with"), final_weights(tmp_path / "without")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert with_before["accuracy_after_rl"] == without["accuracy_after_rl"]
+
+
+def test_a_run_killed_in_its_control_keeps_its_rl_evaluation_and_its_wall_time(tmp_path, monkeypatch):
+    """Killed after RL, inside the control: the resumed run does not evaluate the RL policy again, its summary
+    equals an uninterrupted run's, and `wall_seconds` counts the first process's seconds too."""
+    import ascent.app.pipeline as pipeline
+
+    cfg = load_config("default", TINY + [f"output_dir={tmp_path}", "control.enabled=true", "control.kind=rft"])
+    full = train(cfg.__class__(**{**cfg.__dict__, "name": "full"}))
+    real_control, real_evaluate = pipeline.control_phase, pipeline.evaluate
+
+    def killed(run, resume):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "control_phase", killed)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg.__class__(**{**cfg.__dict__, "name": "killed"}))
+    state = json.loads((tmp_path / "killed" / "state.json").read_text())
+    assert state["after"]["accuracy"] == full["accuracy_after_rl"] and state["wall_seconds"] > 0
+    calls = []
+    monkeypatch.setattr(pipeline, "control_phase", real_control)
+    monkeypatch.setattr(pipeline, "evaluate", lambda *a, **k: calls.append(1) or real_evaluate(*a, **k))
+    resumed = train(run_dir=tmp_path / "killed", resume=True)
+    assert len(calls) == 1  # the control's own final evaluation; before and after RL were kept
+
+    def results(summary):  # everything but the name, times and memory
+        return {k: v for k, v in summary.items() if k != "name" and "seconds" not in k and "rss" not in k}
+
+    assert results(resumed) == results(full) and "accuracy_control" in full
+    assert resumed["wall_seconds"] > state["wall_seconds"]
