@@ -83,6 +83,21 @@ def supports_shared_prefix(model: torch.nn.Module) -> bool:
     )
 
 
+def select_cache_rows(cache: DynamicCache, index: torch.Tensor) -> None:
+    """Gather each cache layer's keys and values along the batch by `index` with `index_select`, whose backward
+    (`index_add_`) sums a prompt's gradients from its samples in a fixed order on the CPU. The cache's own
+    `batch_select_indices` indexes with a tensor (`keys[index]`), whose CPU backward (`index_put_` with
+    accumulate) is nondeterministic (torch.use_deterministic_algorithms lists it): two runs with the same seed
+    drifted apart at float rounding within a few steps."""
+    layers = getattr(cache, "layers", None)
+    if layers is None:  # an older cache layout: its own selection
+        cache.batch_select_indices(index)
+        return
+    for layer in layers:
+        if getattr(layer, "keys", None) is not None and layer.keys.numel():
+            layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
+
+
 def shared_prefix_logprobs(
     model: PreTrainedModel,
     input_ids: torch.Tensor,
@@ -148,8 +163,8 @@ def shared_prefix_logprobs(
         logits_to_keep=1,
     )
     cache = out.cache
-    cache.batch_select_indices(inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
-    first = out.logits[:, -1][inv]  # (N, V): the prompt's last position predicts completion token 0
+    select_cache_rows(cache, inv)  # (G, ...) -> (N, ...): each sample reads its prompt's keys and values
+    first = out.logits[:, -1].index_select(0, inv)  # (N, V): the prompt's last position predicts completion token 0
     targets = torch.where(cvalid, cids, torch.full_like(cids, -1))  # (N, C); -1: padding, no log-prob
     lp = token_logprob(first, targets[:, 0], temperature)[:, None]  # (N, 1)
     if c > 1:  # completion tokens 0..C-2 predict tokens 1..C-1 (the last token is only a target: not run)

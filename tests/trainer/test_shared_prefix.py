@@ -130,3 +130,24 @@ def test_one_token_completions(tokenizer):
     shared = shared_prefix_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask, b.group_index)
     assert float(((plain - shared).abs() * b.completion_mask).max()) <= 1e-5
     assert int(b.completion_mask.sum()) == len(b)
+
+
+def test_the_backward_uses_no_op_whose_cpu_gradient_is_nondeterministic(tokenizer):
+    """Each sample's gradient flows back into its prompt's one forward through a gather by group. Indexing
+    with a tensor (`x[index]`, the cache's own `batch_select_indices`) backpropagates through `index_put_` with
+    accumulate, which torch documents as nondeterministic on the CPU: same-seed SmolLM2 runs drifted apart at
+    float rounding within three steps. The gathers must be `index_select` (backward `index_add_`, fixed order)."""
+    model = qwen(tokenizer)
+    b = batch_for(model, tokenizer)
+    lp = shared_prefix_logprobs(model, b.input_ids, b.attention_mask, b.completion_mask, b.group_index)
+    assert lp is not None
+    seen, stack, names = set(), [lp.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        stack.extend(next_fn for next_fn, _ in node.next_functions)
+    assert "IndexSelectBackward0" in names  # the walk reached the gathers
+    assert not {n for n in names if n.startswith(("IndexBackward", "IndexPutBackward"))}, sorted(names)
