@@ -89,12 +89,8 @@ def select_cache_rows(cache: DynamicCache, index: torch.Tensor) -> None:
     `batch_select_indices` indexes with a tensor (`keys[index]`), whose CPU backward (`index_put_` with
     accumulate) is nondeterministic (torch.use_deterministic_algorithms lists it): two runs with the same seed
     drifted apart at float rounding within a few steps."""
-    layers = getattr(cache, "layers", None)
-    if layers is None:  # an older cache layout: its own selection
-        cache.batch_select_indices(index)
-        return
-    for layer in layers:
-        if getattr(layer, "keys", None) is not None and layer.keys.numel():
+    for layer in cache.layers:  # transformers >= 5 (pinned): one DynamicLayer per decoder layer
+        if layer.keys is not None:
             layer.keys, layer.values = layer.keys.index_select(0, index), layer.values.index_select(0, index)
 
 
