@@ -16,6 +16,10 @@ on the same fp32 model against HF generate in fp32; `--hf-bf16` adds HF generate
 model (`speedup_bf16_vs_hf_generate_bf16`). Workloads: `full64` (exactly 64 new tokens, EOS ignored) and
 `natural256` (EOS ends a sequence, at most 256 new tokens). 16 prompts x 8 samples, temperature 1.0.
 
+`--paired N` adds `speedup_paired`: ascent and HF generate alternating rollout by rollout in ABBA order for N
+pairs, the median of the per-pair ratios (with quartiles and range) — the ratio with the machine's drift
+paired out, as `step_vs_trl.py` does for the step.
+
 `--malloc tuned` (default) applies ascent's allocator setting to the whole process, as `ascent train` does
 (`malloc` in the run config, see `ascent.runtime.memory`): HF generate runs under it too; `--malloc system`
 keeps glibc's defaults for both.
@@ -83,6 +87,36 @@ def tokens_per_s(
     return statistics.median(rates), statistics.mean(lengths)
 
 
+def paired_speedup(backend: str, policy, ids, samples: int, settings: SamplingSettings, pairs: int) -> dict:
+    """ascent's engine and HF generate alternating rollout by rollout, ABBA order (A B, B A, A B, ...), one
+    seed per pair, after one warm-up call each: the median, quartiles and range of the per-pair tokens/s
+    ratios. Drift in the machine's speed (load, clocks, a neighbour) hits both sides of a pair alike, which
+    the separate medians of `tokens_per_s` (all of ascent's rollouts, then all of HF's) do not ensure."""
+    engines = {"ascent": make_engine(backend), "hf": make_engine("hf")}
+    for engine in engines.values():  # warm-up
+        engine.generate(policy.model, ids, samples, settings, torch.Generator().manual_seed(0))
+
+    def rate(side: str, seed: int) -> float:
+        t = time.perf_counter()
+        out = engines[side].generate(policy.model, ids, samples, settings, torch.Generator().manual_seed(seed))
+        return float(out.lengths.sum()) / (time.perf_counter() - t)
+
+    ratios = []
+    for i in range(pairs):
+        order = ("ascent", "hf") if i % 2 == 0 else ("hf", "ascent")
+        r = {side: rate(side, i + 1) for side in order}
+        ratios.append(r["ascent"] / r["hf"])
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+    return {
+        "pairs": pairs,
+        "speedup_paired": round(statistics.median(ratios), 3),
+        "speedup_paired_q1": round(q[0], 3),
+        "speedup_paired_q3": round(q[2], 3),
+        "speedup_paired_min": round(min(ratios), 3),
+        "speedup_paired_max": round(max(ratios), 3),
+    }
+
+
 def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[dict]:
     policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
     policy.model.to(device=args.device, dtype=getattr(torch, args.dtype))
@@ -142,6 +176,14 @@ def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[d
                 file=sys.stderr,
                 flush=True,
             )
+        if args.paired:  # ABBA-alternating rollouts: the ratio with the machine's drift paired out
+            extra |= paired_speedup(args.backend, policy, ids, args.samples, s, args.paired)
+            print(
+                f"  {model_name:8} {wl:11} paired x{extra['speedup_paired']:5.2f} over {args.paired} pairs"
+                f" (quartiles {extra['speedup_paired_q1']:.2f}-{extra['speedup_paired_q3']:.2f})",
+                file=sys.stderr,
+                flush=True,
+            )
         if vllm_engine is not None:
             vl, vl_len = tokens_per_s("vllm", policy, ids, args.samples, s, args.repeats, engine=vllm_engine)
             extra |= {
@@ -192,6 +234,13 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=16)
     p.add_argument("--samples", type=int, default=8)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        help="also alternate ascent and HF generate rollout by rollout (ABBA) for this many pairs and report the "
+        "median per-pair ratio (speedup_paired)",
+    )
     p.add_argument("--backend", default="ascent", help="ascent engine under test (ascent or cached)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")

@@ -30,10 +30,15 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
         "2",
         "--repeats",
         "1",
+        "--paired",
+        "3",
     )
     assert len(rows) == 1
     r = rows[0]
     assert r["model"] == "3.17M" and r["workload"] == "full64" and r["sequences"] == 4
+    assert r["pairs"] == 3  # ABBA pairs: the median per-pair ratio sits inside the pairs' range and quartiles
+    assert 0 < r["speedup_paired_min"] <= r["speedup_paired_q1"] <= r["speedup_paired"]
+    assert r["speedup_paired"] <= r["speedup_paired_q3"] <= r["speedup_paired_max"]
     assert r["mean_completion_len_ascent"] == r["mean_completion_len_hf"] == 64.0  # EOS ignored: exactly 64 tokens
     for key in (
         "ascent_tokens_per_s",
