@@ -71,20 +71,25 @@ def tokens_per_s(
     """Median generated tokens/s over `repeats` runs (after one warm-up), and mean completion length."""
     engine, rates, lengths = engine or make_engine(backend), [], []
     model = policy.model if model is None else model
-    cuda = next(model.parameters()).is_cuda
     for r in range(repeats + 1):
-        gen = torch.Generator().manual_seed(r)
-        if cuda:
-            torch.cuda.synchronize()
-        t = time.perf_counter()
-        out = engine.generate(model, ids, samples, settings, gen)
-        if cuda:
-            torch.cuda.synchronize()
-        dt = time.perf_counter() - t
+        rate, out = timed_rollout(engine, model, ids, samples, settings, seed=r)
         if r:
-            rates.append(float(out.lengths.sum()) / dt)
+            rates.append(rate)
             lengths.append(float(out.lengths.float().mean()))
     return statistics.median(rates), statistics.mean(lengths)
+
+
+def timed_rollout(engine, model, ids, samples: int, settings: SamplingSettings, seed: int):
+    """One rollout with the generator seeded `seed`: (generated tokens/s, its Generation); on a GPU the clock
+    stops after the device has finished."""
+    cuda = next(model.parameters()).is_cuda
+    if cuda:
+        torch.cuda.synchronize()
+    t = time.perf_counter()
+    out = engine.generate(model, ids, samples, settings, torch.Generator().manual_seed(seed))
+    if cuda:
+        torch.cuda.synchronize()
+    return float(out.lengths.sum()) / (time.perf_counter() - t), out
 
 
 def paired_speedup(backend: str, policy, ids, samples: int, settings: SamplingSettings, pairs: int) -> dict:
@@ -94,17 +99,11 @@ def paired_speedup(backend: str, policy, ids, samples: int, settings: SamplingSe
     the separate medians of `tokens_per_s` (all of ascent's rollouts, then all of HF's) do not ensure."""
     engines = {"ascent": make_engine(backend), "hf": make_engine("hf")}
     for engine in engines.values():  # warm-up
-        engine.generate(policy.model, ids, samples, settings, torch.Generator().manual_seed(0))
-
-    def rate(side: str, seed: int) -> float:
-        t = time.perf_counter()
-        out = engines[side].generate(policy.model, ids, samples, settings, torch.Generator().manual_seed(seed))
-        return float(out.lengths.sum()) / (time.perf_counter() - t)
-
+        timed_rollout(engine, policy.model, ids, samples, settings, seed=0)
     ratios = []
     for i in range(pairs):
         order = ("ascent", "hf") if i % 2 == 0 else ("hf", "ascent")
-        r = {side: rate(side, i + 1) for side in order}
+        r = {side: timed_rollout(engines[side], policy.model, ids, samples, settings, seed=i + 1)[0] for side in order}
         ratios.append(r["ascent"] / r["hf"])
     q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
     return {
