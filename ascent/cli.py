@@ -1,4 +1,4 @@
-"""`ascent train | train-rm | make-pairs | eval | export | list | compare | plan` — the command line.
+"""`ascent train | train-rm | make-pairs | eval | export | list | references | compare | plan` — the command line.
 
 ascent train [RECIPE] [key=value ...] [--resume RUN_DIR] [--overwrite]
 ascent train-rm [RECIPE] [pairs.KEY=VALUE | rm.KEY=VALUE | key=value ...]
@@ -9,7 +9,8 @@ ascent make-pairs [RECIPE] [pairs.KEY=VALUE | key=value ...] [--out DIR]
 ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
-ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic|classic_wrappers] [--params]
+ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic|...] [--params]
+ascent references [--write | --check]
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
@@ -241,31 +242,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
-    from ascent.algorithms.preference import PREFERENCE_LOSSES
-    from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
+    from ascent.app.references import registries as all_registries
     from ascent.config.loader import read_recipe, recipe_names
-    from ascent.data.samplers import SAMPLERS
-    from ascent.rewards import REWARDS
-    from ascent.rollout.backends import ENGINES
-    from ascent.rollout.explorers import EXPLORERS
-    from ascent.tasks import TASKS
-    from ascent.trainer.warmstart_data import WARMSTART_DATA
 
-    registries = {
-        "advantages": ADVANTAGES,
-        "losses": LOSSES,
-        "filters": FILTERS,
-        "samplers": SAMPLERS,
-        "explorers": EXPLORERS,
-        "rewards": REWARDS,
-        "tasks": TASKS,
-        "backends": ENGINES,
-        "preference": PREFERENCE_LOSSES,
-        "warmstart-data": WARMSTART_DATA,
-        "classic": CLASSIC,
-        "classic_wrappers": CLASSIC_WRAPPERS,
-    }
+    registries = all_registries()
     kinds = [args.kind] if args.kind else LIST_KINDS
     for kind in kinds:
         print(f"{kind}:")
@@ -278,7 +258,16 @@ def cmd_list(args: argparse.Namespace) -> int:
             if args.params:
                 for line in params_lines(registries[kind].params_help(entry.name)):
                     print(f"      {line}")
+                prov = entry.provenance.lines() if entry.provenance else ["provenance: not declared"]
+                for line in prov:
+                    print(f"      {line}")
     return 0
+
+
+def cmd_references(args: argparse.Namespace) -> int:
+    from ascent.app.references import references_command
+
+    return references_command(args.write, args.check)
 
 
 def params_lines(params: list[tuple[str, str, object, str]]) -> list[str]:
@@ -310,6 +299,8 @@ LIST_KINDS = [
     "warmstart-data",
     "classic",
     "classic_wrappers",
+    "constraints",
+    "runtimes",
 ]
 
 
@@ -434,8 +425,16 @@ def parser() -> argparse.ArgumentParser:
     pl.set_defaults(fn=cmd_plan)
     ls = sub.add_parser("list", help="registered components and recipes")
     ls.add_argument("kind", nargs="?", choices=LIST_KINDS)
-    ls.add_argument("--params", action="store_true", help="also print each piece's parameters: type, default and help")
+    ls.add_argument(
+        "--params",
+        action="store_true",
+        help="also print each piece's parameters (type, default, help) and provenance (paper, fidelity, departures)",
+    )
     ls.set_defaults(fn=cmd_list)
+    rf = sub.add_parser("references", help="docs/references.md generated from the registries' provenance")
+    rf.add_argument("--write", action="store_true", help="rewrite docs/references.md")
+    rf.add_argument("--check", action="store_true", help="exit 1 when docs/references.md differs from the generator")
+    rf.set_defaults(fn=cmd_references)
     return p
 
 

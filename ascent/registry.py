@@ -8,6 +8,14 @@ A piece may declare its own parameters: a frozen dataclass with a docstring unde
 checks in `__post_init__` (`Registry.register(name, params=TacoParams)`). Recipes and the command line set
 them in the piece's spec, `taco(alpha=0.05)` (or, in YAML, `{taco: {alpha: 0.05}}`); `Registry.resolve`
 builds and checks them and returns a `Piece` that calls the function with `params=` bound.
+
+Every piece also declares its provenance at registration (`Provenance`): the `paper` it implements (a `Paper`,
+a tuple of them, or None for ascent's own design), its `fidelity` (`faithful`: the paper's mechanism;
+`reduced`: part of it or a reading of it, each difference listed; `ascent`: ascent's own piece, built on the
+papers named if any) and its `departures` from the paper, one line each with the reason. A malformed
+declaration raises at registration; a piece registered without one is recorded as lacking provenance and
+fails `tests/test_provenance.py`. `ascent list KIND --params` prints it and docs/references.md is generated
+from it (`ascent references --write`).
 """
 
 from __future__ import annotations
@@ -19,6 +27,100 @@ from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
 from ascent.typed import ConfigError, build, fields_help, format_spec, parse_spec
 
 F = TypeVar("F", bound=Callable)
+
+FIDELITIES = ("faithful", "reduced", "ascent")
+"""`faithful`: does what the paper describes (defaults and engineering details may differ, listed as departures);
+`reduced`: implements part of the paper's mechanism, or a reading of it where the paper leaves the form open,
+every difference listed as a departure; `ascent`: ascent's own piece, no paper (or the papers it builds on)."""
+
+_ALL_REGISTRIES: list["Registry"] = []
+
+
+@dataclass(frozen=True)
+class Paper:
+    """A paper a piece implements: how docs/references.md lists it.
+
+    >>> Paper("GRPO", "Shao et al.", 2024, "DeepSeekMath", "arXiv:2402.03300").cite()
+    'Shao et al. 2024, arXiv:2402.03300'
+    """
+
+    key: str
+    """Short name used in tables ("GRPO", "REBEL")."""
+    authors: str
+    """"Shao et al.", "Bradley & Terry"; "not found" when the search found none."""
+    year: Optional[int]
+    """Year of the arXiv version or of publication; None when unknown."""
+    title: str
+    """The title (with the venue in parentheses where known)."""
+    ref: str
+    """"arXiv:2402.03300", or the venue / "not found" with what is known when there is no arXiv id."""
+    note: str = ""
+    """Where ascent uses the paper outside registered pieces (a command, a config key); free text."""
+    section: str = "methods"
+    """docs/references.md section: `methods`, `baselines`, `systems` or `related` (named, not implemented)."""
+
+    def __post_init__(self) -> None:
+        for name in ("key", "authors", "title", "ref"):
+            if not str(getattr(self, name)).strip():
+                raise ValueError(f"Paper {self.key!r}: {name} is empty")
+        if self.section not in PAPER_SECTIONS:
+            raise ValueError(f"Paper {self.key!r}: section {self.section!r} is not one of {', '.join(PAPER_SECTIONS)}")
+
+    def cite(self) -> str:
+        """`authors year, ref`, the short form used by `ascent list --params`."""
+        year = f" {self.year}" if self.year else ""
+        return f"{self.authors}{year}, {self.ref}"
+
+
+PAPER_SECTIONS = ("methods", "baselines", "systems", "related")
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a piece implements and how closely (see FIDELITIES); checked when it is built."""
+
+    papers: tuple[Paper, ...]
+    fidelity: str
+    departures: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.fidelity not in FIDELITIES:
+            raise ValueError(f"fidelity {self.fidelity!r} is not one of {', '.join(FIDELITIES)}")
+        if not all(isinstance(p, Paper) for p in self.papers):
+            raise ValueError(f"paper must be a Paper, a tuple of Papers or None, got {self.papers!r}")
+        if self.fidelity in ("faithful", "reduced") and not self.papers:
+            raise ValueError(f"fidelity {self.fidelity!r} needs the paper; ascent's own pieces are fidelity 'ascent'")
+        if self.fidelity == "reduced" and not self.departures:
+            raise ValueError("fidelity 'reduced' needs its departures: one line each, what differs and why")
+        for line in self.departures:
+            if not isinstance(line, str) or not line.strip() or "\n" in line:
+                raise ValueError(f"each departure is one non-empty line of text, got {line!r}")
+
+    @classmethod
+    def declare(cls, paper: Any, fidelity: Optional[str], departures: Any) -> Optional["Provenance"]:
+        """The provenance of `register(paper=, fidelity=, departures=)`; None when nothing was declared."""
+        if fidelity is None and paper is _MISSING and not departures:
+            return None
+        if fidelity is None:
+            raise ValueError("paper/departures given without fidelity (faithful, reduced or ascent)")
+        if paper is _MISSING:
+            raise ValueError("fidelity given without paper (a Paper, a tuple of Papers, or None for ascent's own)")
+        if isinstance(departures, str):
+            raise ValueError("departures is a tuple of lines, not one string")
+        papers = () if paper is None else (paper,) if isinstance(paper, Paper) else tuple(paper)
+        return cls(papers, fidelity, tuple(departures))
+
+    def lines(self) -> list[str]:
+        """What `ascent list --params` prints.
+
+        >>> p = Paper("GRPO", "Shao et al.", 2024, "DeepSeekMath", "arXiv:2402.03300")
+        >>> Provenance((p,), "reduced", ("no critic: group baseline",)).lines()
+        ['paper: GRPO (Shao et al. 2024, arXiv:2402.03300)', 'fidelity: reduced', 'departs: no critic: group baseline']
+        """
+        out = [f"paper: {p.key} ({p.cite()})" for p in self.papers] or ["paper: none (ascent's own)"]
+        return out + [f"fidelity: {self.fidelity}"] + [f"departs: {d}" for d in self.departures]
 
 
 class UnknownNameError(KeyError):
@@ -39,6 +141,8 @@ class Entry(Generic[F]):
     """Frozen dataclass of the piece's parameters (None: it takes none)."""
     state: Optional[type] = None
     """Class of the piece's run state and stages (`ascent.algorithms.state.PieceState`), None: stateless."""
+    provenance: Optional[Provenance] = None
+    """Paper, fidelity and departures declared at registration; None: not declared (a test fails on it)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +160,8 @@ class Piece(Generic[F]):
     """The canonical spec string, `name(key=value, ...)` with the non-default parameters."""
     state: Optional[type] = None
     """The piece's state class (see `Entry.state`); the trainer makes one per run: `state(params, services)`."""
+    provenance: Optional[Provenance] = None
+    """The registered piece's paper, fidelity and departures (see `Entry.provenance`)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.params is not None:
@@ -89,20 +195,36 @@ class Registry(Generic[F]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, Entry[F]] = {}
+        _ALL_REGISTRIES.append(self)
 
     def register(
-        self, name: str, description: str | None = None, params: type | None = None, state: type | None = None
+        self,
+        name: str,
+        description: str | None = None,
+        params: type | None = None,
+        state: type | None = None,
+        *,
+        paper: Any = _MISSING,
+        fidelity: str | None = None,
+        departures: tuple[str, ...] = (),
     ) -> Callable[[F], F]:
         """Decorator: register `fn` under `name`; the description defaults to the docstring's first line;
         `params`: the frozen dataclass of its parameters, passed to it as `params=`; `state`: the class that
-        holds what the piece keeps across steps or prepares before the first (a critic, a stage-1 estimate)."""
+        holds what the piece keeps across steps or prepares before the first (a critic, a stage-1 estimate);
+        `paper`, `fidelity`, `departures`: its provenance (see `Provenance`; a malformed one raises here)."""
+        try:
+            provenance = Provenance.declare(paper, fidelity, departures)
+        except ValueError as e:
+            raise ValueError(f"{self.kind} {name!r}: {e}") from None
 
         def deco(fn: F) -> F:
             if name in self._entries:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             doc = description or (fn.__doc__ or "").strip().splitlines()[0:1]
             text = doc if isinstance(doc, str) else (doc[0] if doc else "")
-            self._entries[name] = Entry(name=name, fn=fn, description=text.strip(), params=params, state=state)
+            self._entries[name] = Entry(
+                name=name, fn=fn, description=text.strip(), params=params, state=state, provenance=provenance
+            )
             return fn
 
         return deco
@@ -142,14 +264,14 @@ class Registry(Generic[F]):
         if entry.params is None:
             if kwargs:
                 raise ConfigError(f"{where}{self.kind} {name!r} takes no parameters, got {', '.join(kwargs)}")
-            return Piece(name, entry.fn, None, name, entry.state)
+            return Piece(name, entry.fn, None, name, entry.state, entry.provenance)
         params = build(entry.params, kwargs, prefix=f"{key + ' ' if key else ''}{name}")
         changed = {
             f.name: getattr(params, f.name)
             for f in dataclasses.fields(params)
             if getattr(params, f.name) != _default(f)
         }
-        return Piece(name, entry.fn, params, format_spec(name, changed), entry.state)
+        return Piece(name, entry.fn, params, format_spec(name, changed), entry.state, entry.provenance)
 
     def params_help(self, name: str) -> list[tuple[str, str, Any, str]]:
         """(parameter, type, default, help) of a piece's parameters (empty when it takes none)."""
@@ -166,3 +288,8 @@ class Registry(Generic[F]):
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
+
+
+def all_registries() -> list[Registry]:
+    """Every Registry made so far (in the modules imported so far), in creation order."""
+    return list(_ALL_REGISTRIES)

@@ -33,6 +33,7 @@ PACKAGE = ROOT / "ascent"
 LAYERS = [
     "ascent.typed",
     "ascent.registry",
+    "ascent.papers",
     "ascent.config.schema",
     "ascent.algorithms",
     "ascent.kernels",

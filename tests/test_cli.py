@@ -122,15 +122,20 @@ def test_list_prints_every_registry(capsys):
     assert "max_refill_rounds" not in out  # parameters only with --params
 
 
-def params_of(out: str, piece: str) -> dict[str, str]:
-    """The parameter lines printed under `piece` by `ascent list KIND --params`: name -> line."""
+def params_of(out: str, piece: str, provenance: bool = False) -> dict[str, str]:
+    """The parameter lines printed under `piece` by `ascent list KIND --params`: name -> line (with `provenance`:
+    its provenance lines instead, `paper:` / `fidelity:` / `departs:` -> the rest of the line, joined)."""
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith(f"  {piece} "))
-    found = {}
+    found: dict[str, str] = {}
     for line in lines[start + 1 :]:
         if not line.startswith("      "):
             break
-        found[line.split()[0]] = line
+        word, _, rest = line.strip().partition(" ")
+        if not word.endswith(":") and not provenance:  # provenance lines start with "paper:", "fidelity:", ...
+            found[word] = line
+        elif word.endswith(":") and provenance:
+            found[word] = f"{found[word]}\n{rest}" if word in found else rest
     return found
 
 
@@ -146,3 +151,12 @@ def test_list_params_prints_type_default_and_help(capsys):
     assert params_of(out, "none") == {}  # a piece without parameters prints none
     for kind in ("losses", "rewards", "tasks"):
         assert main(["list", kind, "--params"]) == 0
+
+
+def test_list_params_prints_provenance(capsys):
+    assert main(["list", "advantages", "--params"]) == 0
+    out = capsys.readouterr().out
+    grpo = params_of(out, "grpo", provenance=True)
+    assert grpo == {"paper:": "GRPO (Shao et al. 2024, arXiv:2402.03300)", "fidelity:": "faithful"}
+    dr_grpo = params_of(out, "dr_grpo", provenance=True)
+    assert dr_grpo["fidelity:"] == "faithful" and "loss_agg=seq-mean-token-sum-norm" in dr_grpo["departs:"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.groups import group_min_max
 from ascent.algorithms.types import AdvantageInput
 from ascent.registry import Registry
@@ -55,21 +56,29 @@ def broadcast(seq_adv: torch.Tensor, inp: AdvantageInput) -> torch.Tensor:
     return seq_adv[:, None] * inp.mask
 
 
-@ADVANTAGES.register("grpo")
+@ADVANTAGES.register("grpo", paper=papers.GRPO, fidelity="faithful")
 def grpo(inp: AdvantageInput, cfg) -> torch.Tensor:
     """GRPO: A_i = (r_i - mean_g r) / (std_g r + eps), std unbiased (Shao et al. 2024, DeepSeekMath)."""
     _, mean, std = group_moments(inp.rewards, inp.group_index, inp.valid)
     return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
 
 
-@ADVANTAGES.register("dr_grpo")
+@ADVANTAGES.register(
+    "dr_grpo",
+    paper=papers.DR_GRPO,
+    fidelity="faithful",
+    departures=(
+        "advantage half only: the paper's removal of the 1/|o_i| length normalisation is the separate "
+        "`algorithm.loss_agg=seq-mean-token-sum-norm` (the default stays token-mean)",
+    ),
+)
 def dr_grpo(inp: AdvantageInput, cfg) -> torch.Tensor:
     """Dr. GRPO: A_i = r_i - mean_g r, no std division (Liu et al. 2025, "Understanding R1-Zero-like training")."""
     _, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
     return broadcast(inp.rewards - mean, inp)
 
 
-@ADVANTAGES.register("rloo")
+@ADVANTAGES.register("rloo", paper=papers.RLOO, fidelity="faithful")
 def rloo(inp: AdvantageInput, cfg) -> torch.Tensor:
     """RLOO: A_i = r_i - mean_{j != i} r_j = n/(n-1) (r_i - mean_g r) (Ahmadian et al. 2024)."""
     count, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
