@@ -31,7 +31,7 @@ import torch
 
 from ascent.algorithms.advantages import ADVANTAGES, _extra, _grpo_seq, group_moments
 from ascent.algorithms.state import PieceState
-from ascent.algorithms.turn_advantages import _to_tokens, _turn_extra, _turn_index
+from ascent.algorithms.turn_advantages import ExploreGroupParams, _to_tokens, _turn_extra, _turn_index
 from ascent.algorithms.types import AdvantageInput
 
 PRM_HEAD_FILE = "reward_head.safetensors"
@@ -308,7 +308,11 @@ class PrmParams:
     into: str = "process"
     """How the per-step PRM scores become advantages: `process` (group-normalised step rewards summed to the
     end, Shao et al. 2024), or the name of a turn estimator that reads extras['turn_rewards'] (`serl`,
-    `explore_group`), which then gets the PRM scores as its turn rewards (with its default parameters)."""
+    `explore_group`), which then gets the PRM scores as its turn rewards (with its default parameters, except
+    explore_group's step_coef, which is `into_coef`)."""
+    into_coef: float = 1.0
+    """With into=explore_group: its step_coef, the weight of the PRM score in each turn's return
+    R_t = r + into_coef * s_t (explore_group's own default, 0, would ignore the scores); > 0."""
     process_coef: float = 1.0
     """Weight of the step advantages (with into=process); >= 0."""
     outcome_coef: float = 1.0
@@ -326,9 +330,12 @@ class PrmParams:
             )
         if self.micro_batch_size < 1:
             raise ValueError(f"micro_batch_size must be >= 1, got {self.micro_batch_size}")
+        if not self.into_coef > 0:
+            raise ValueError(f"into_coef must be > 0, got {self.into_coef}")
         if self.into != "process":
             entry = ADVANTAGES.get(self.into)  # unknown names: the registry's error lists the valid ones
-            if "turn_rewards" not in getattr(entry, "requires", frozenset()):
+            reads = getattr(entry, "requires", frozenset()) | getattr(entry, "reads", frozenset())
+            if "turn_rewards" not in reads:
                 raise ValueError(
                     f"into={self.into!r} does not read extras['turn_rewards']; use process, serl or explore_group"
                 )
@@ -378,18 +385,21 @@ def prm(inp: AdvantageInput, cfg, params: PrmParams = PrmParams(path="-")) -> to
     estimate that the trajectory still reaches a right answer after step t, trained on Math-Shepherd's
     Monte Carlo step labels (`ascent train-prm`). Step rewards are normalised over all steps of the group's
     valid trajectories and summed from the step to the end (process supervision in GRPO, Shao et al. 2024,
-    arXiv:2402.03300), and the GRPO advantage of the outcome is added (outcome_coef; 0: the PRM alone, as
-    Math-Shepherd's step-by-step PPO). Or (`into=serl` / `explore_group`) the scores replace
-    extras['turn_rewards'] and that estimator computes the advantages. Needs extras turn_index.
+    arXiv:2402.03300), and the GRPO advantage of the outcome is added (outcome_coef; 0: the PRM credit alone,
+    group-normalised as in GRPO's process supervision, not Math-Shepherd's step-by-step PPO with a critic).
+    Or (`into=serl` / `explore_group`) the scores replace extras['turn_rewards'] and that estimator computes
+    the advantages (explore_group with step_coef = into_coef). Needs extras turn_index.
     """
     name = "prm"
     scores = _turn_extra(inp, "prm_scores", name).double()
     if params.into != "process":
         piece = ADVANTAGES.get(params.into)
-        return piece(
-            AdvantageInput(inp.rewards, inp.valid, inp.group_index, inp.mask, {**inp.extras, "turn_rewards": scores}),
-            cfg,
+        target = AdvantageInput(
+            inp.rewards, inp.valid, inp.group_index, inp.mask, {**inp.extras, "turn_rewards": scores}
         )
+        if params.into == "explore_group":
+            return piece(target, cfg, ExploreGroupParams(step_coef=params.into_coef))
+        return piece(target, cfg)
     idx = _turn_index(inp, name, scores.shape[1])
     turn_adv = params.process_coef * process_advantages(inp, cfg, scores)  # (N, M)
     turn_adv = turn_adv + params.outcome_coef * _grpo_seq(inp, cfg).double()[:, None]

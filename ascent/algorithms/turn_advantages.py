@@ -360,3 +360,4 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
 
 
 explore_group.requires = frozenset({"turn_index", "turn_kind"})
+explore_group.reads = frozenset({"turn_rewards"})  # optional: read when step_coef != 0

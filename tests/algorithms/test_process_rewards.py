@@ -279,3 +279,25 @@ def test_buffer_state_round_trips(tiny, one_thread):
     a.train_steps(1), b.train_steps(1)
     for (k, x), y in zip(a.models["progress"].state_dict().items(), b.models["progress"].state_dict().values()):
         assert torch.equal(x, y), k
+
+
+def test_prm_into_explore_group_feeds_the_scores_as_step_rewards():
+    # explore_group reads turn_rewards only with step_coef != 0: prm passes into_coef as its step_coef
+    from ascent.algorithms.turn_advantages import ExploreGroupParams
+
+    inp = agent_input(
+        [1.0, 0.0, 1.0],
+        [[0, 1], [0, 1], [0, 1]],
+        prm_scores=[[0.1, 0.9], [0.3, 0.2], [0.8, 0.4]],
+        turn_kind=[[1, 0], [1, 0], [1, 0]],
+    )
+    explore = ADVANTAGES.get("explore_group")
+    fed = AdvantageInput(
+        inp.rewards, inp.valid, inp.group_index, inp.mask, {**inp.extras, "turn_rewards": inp.extras["prm_scores"]}
+    )
+    want = explore(fed, CFG, ExploreGroupParams(step_coef=2.0))
+    got = ADVANTAGES.get("prm")(inp, CFG, PrmParams(path="x", into="explore_group", into_coef=2.0))
+    assert torch.allclose(got, want)
+    assert not torch.allclose(got, explore(fed, CFG))  # the scores moved the advantages
+    with pytest.raises(ValueError, match="into_coef"):
+        PrmParams(path="x", into="explore_group", into_coef=0.0)
