@@ -307,7 +307,7 @@ class PrmParams:
     must share the policy's tokenizer."""
     into: str = "process"
     """How the per-step PRM scores become advantages: `process` (group-normalised step rewards summed to the
-    end, Shao et al. 2024), or the name of a turn estimator that reads extras['turn_rewards'] (`serl`,
+    end, Shao et al. 2024), or the name of a turn estimator that reads extras['turn_rewards'] (`turn_feedback`,
     `explore_group`), which then gets the PRM scores as its turn rewards (with its default parameters, except
     explore_group's step_coef, which is `into_coef`)."""
     into_coef: float = 1.0
@@ -337,7 +337,7 @@ class PrmParams:
             reads = getattr(entry, "requires", frozenset()) | getattr(entry, "reads", frozenset())
             if "turn_rewards" not in reads:
                 raise ValueError(
-                    f"into={self.into!r} does not read extras['turn_rewards']; use process, serl or explore_group"
+                    f"into={self.into!r} does not read extras['turn_rewards']; use process, turn_feedback or explore_group"
                 )
 
 
@@ -387,7 +387,7 @@ def prm(inp: AdvantageInput, cfg, params: PrmParams = PrmParams(path="-")) -> to
     valid trajectories and summed from the step to the end (process supervision in GRPO, Shao et al. 2024,
     arXiv:2402.03300), and the GRPO advantage of the outcome is added (outcome_coef; 0: the PRM credit alone,
     group-normalised as in GRPO's process supervision, not Math-Shepherd's step-by-step PPO with a critic).
-    Or (`into=serl` / `explore_group`) the scores replace extras['turn_rewards'] and that estimator computes
+    Or (`into=turn_feedback` / `explore_group`) the scores replace extras['turn_rewards'] and that estimator computes
     the advantages (explore_group with step_coef = into_coef). Needs extras turn_index.
     """
     name = "prm"

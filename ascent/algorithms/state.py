@@ -72,6 +72,15 @@ class Services(Protocol):
         """(n, T, V) full-vocabulary log-softmax of `model`, aligned with the learner's token log-probs."""
         ...
 
+    def token_logprobs(
+        self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """(n, T) log p(x_t | x_<t) under `model` at the learner's temperature (0 at position 0)."""
+        ...
+
+    tokenizer: Any
+    """The policy's tokenizer (text <-> ids), for pieces that place text in a sequence (SERL's feedback)."""
+
 
 class PieceState:
     """A piece's state: every hook does nothing by default (see the module docstring for the order)."""

@@ -1,7 +1,8 @@
-"""Turn-level advantage estimators for multi-turn agents: `tree` (TreeOPSD), `progress` (SPA), `serl` (SERL)
-and `explore_group` (Exploration-Aware PO); the papers are in docs/references.md. Same ONE signature as every
+"""Turn-level advantage estimators for multi-turn agents: `tree` (TreeOPSD), `progress` (SPA), `turn_feedback`
+(ascent's own) and `explore_group` (Exploration-Aware PO); the papers are in docs/references.md. Same ONE signature as every
 estimator: `fn(inp, cfg[, params]) -> (N, T)`; each estimator's knobs are its frozen params dataclass
-(`TreeParams`, `ProgressParams`, `SerlParams`, `ExploreGroupParams`), set in its spec, e.g. `serl(strength=0.3)`.
+(`TreeParams`, `ProgressParams`, `TurnFeedbackParams`, `ExploreGroupParams`), set in its spec, e.g.
+`turn_feedback(strength=0.3)`. SERL's hindsight teacher is `serl` (ascent.algorithms.hindsight).
 
 For agent batches the trainer fills `inp.extras` with (M = the most model turns of any trajectory):
 
@@ -243,15 +244,14 @@ progress.requires = frozenset({"turn_index", "turn_prefix"})
 
 
 # ---------------------------------------------------------------------------------------------------------
-# serl (SERL)
+# turn_feedback (ascent's own, in the spirit of SERL)
 # ---------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class SerlParams:
-    """SERL (Lyu et al. 2026, arXiv:2605.19447)."""
+class TurnFeedbackParams:
+    """Step feedback moving credit between turns (ascent's own; in the spirit of SERL, Li et al. 2026)."""
 
     strength: float = 0.5
-    """Share of each trajectory's credit that environment feedback moves between its turns (SERL, Lyu et al.
-    2026, arXiv:2605.19447), in [0, 1] (0: GRPO)."""
+    """Share of each trajectory's credit that environment feedback moves between its turns, in [0, 1] (0: GRPO)."""
     temperature: float = 1.0
     """Softmax temperature of the feedback weights (smaller: credit concentrates on the decisive turns); > 0."""
 
@@ -262,10 +262,12 @@ class SerlParams:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
-@ADVANTAGES.register("serl", params=SerlParams)
-def serl(inp: AdvantageInput, cfg, params: SerlParams = SerlParams()) -> torch.Tensor:
-    """SERL (Lyu et al., 2026, arXiv:2605.19447): the outcome sets each trajectory's sign; environment
-    feedback weights its turns.
+@ADVANTAGES.register("turn_feedback", params=TurnFeedbackParams)
+def turn_feedback(inp: AdvantageInput, cfg, params: TurnFeedbackParams = TurnFeedbackParams()) -> torch.Tensor:
+    """Scalar step feedback weights a trajectory's turns; the outcome sets its sign (ascent's own estimator,
+    in the spirit of SERL, Li et al., 2026, arXiv:2605.19447, without its hindsight teacher: SERL weights
+    action tokens by the log-prob gap between the policy with the feedback text in context and without it,
+    which is `serl`; this one uses a softmax of the environment's scalar step rewards instead).
 
     A_i = GRPO advantage of the outcome (the update direction). f_t = extras['turn_rewards'] (the
     environment's feedback on turn t; a NaN on an existing turn counts as the trajectory's mean feedback,
@@ -274,13 +276,12 @@ def serl(inp: AdvantageInput, cfg, params: SerlParams = SerlParams()) -> torch.T
     lambda = params.strength, tau = params.temperature. So w_t > 0 (every turn keeps the trajectory's sign)
     and mean_t w_t = 1 (the trajectory's total credit is GRPO's); feedback only moves credit between
     turns: in a successful trajectory toward the turns the environment rated well, in a failed one toward
-    the turns it rated badly (an error, a step that changed nothing): SERL's "focusing on critical
-    actions". A_t = A_i w_t. All-equal feedback within a trajectory gives w_t = 1: GRPO. Which signals
+    the turns it rated badly (an error, a step that changed nothing). A_t = A_i w_t. All-equal feedback within a trajectory gives w_t = 1: GRPO. Which signals
     make up the feedback (errors, page changes, the final step's own reward) is the environment's; the
-    abstract leaves the weighting form open, this softmax is our reading. Turns are those owning tokens
+    softmax form is ours. Turns are those owning tokens
     in extras['turn_index']. Needs extras turn_index and turn_rewards.
     """
-    name = "serl"
+    name = "turn_feedback"
     feedback = _turn_extra(inp, "turn_rewards", name).double()  # (N, M)
     idx = _turn_index(inp, name, feedback.shape[1])
     exists = _present(idx, feedback.shape[1])  # (N, M)
@@ -297,7 +298,7 @@ def serl(inp: AdvantageInput, cfg, params: SerlParams = SerlParams()) -> torch.T
     return _to_tokens(torch.where(exists, base[:, None] * w, torch.zeros_like(w)), idx, inp)
 
 
-serl.requires = frozenset({"turn_index", "turn_rewards"})
+turn_feedback.requires = frozenset({"turn_index", "turn_rewards"})
 
 
 # ---------------------------------------------------------------------------------------------------------

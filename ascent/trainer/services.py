@@ -10,7 +10,7 @@ from typing import Any, Optional
 import torch
 
 from ascent.config.schema import RunConfig
-from ascent.policy.model import ValueModel, full_logprobs
+from ascent.policy.model import ValueModel, full_logprobs, token_logprobs
 from ascent.rollout.batch import assemble
 from ascent.trainer.frozen import load_frozen_model
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
@@ -24,6 +24,7 @@ class RunServices:
         self.policy_model = parts.policy.model
         self.micro_batch_size = cfg.train.micro_batch_size
         self.seed = cfg.seed
+        self.tokenizer = parts.policy.tokenizer
 
     def reference(self) -> torch.nn.Module:
         return self.learner.standalone_reference()
@@ -71,3 +72,8 @@ class RunServices:
         self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
     ) -> torch.Tensor:
         return full_logprobs(model, input_ids, attention_mask, self.learner.temperature)
+
+    def token_logprobs(
+        self, model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor
+    ) -> torch.Tensor:
+        return token_logprobs(model, input_ids, attention_mask, self.learner.temperature)

@@ -339,3 +339,27 @@ def test_recipe_loads():
     assert task.name == "search_world" and cfg.agent.max_total_tokens <= cfg.model.max_position_embeddings
     assert cfg.control.enabled and cfg.warmstart.optim.schedule == "cosine" and cfg.warmstart.optim.min_lr_ratio == 0.0
     assert json.loads(json.dumps(task.params.hops)) == [1]
+
+
+def test_serl_hindsight_teacher_runs_in_an_agent_step(tmp_path, reward_file):
+    from ascent.algorithms.hindsight import DELTA, SerlState
+
+    cfg = load_config(
+        "search-agent",
+        TINY + [f"reward={reward_file}", f"output_dir={tmp_path}", "train.steps=1", "algorithm.advantage=serl"],
+    )
+    run, policy = prepare(cfg, tmp_path / "run", {})
+    from ascent.app.pipeline import make_collector
+
+    engine = make_engine("ascent")
+    parts = RLParts(
+        policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
+    )
+    trainer = RLTrainer(cfg, parts)
+    (state,) = [s for s in trainer.states.values() if isinstance(s, SerlState)]
+    seen = {}
+    extras = state.advantage_extras
+    state.advantage_extras = lambda batch: seen.setdefault("out", extras(batch))
+    m = trainer.step()
+    assert math.isfinite(m["loss/policy"]) and state.steps == 1
+    assert float(seen["out"][DELTA].abs().sum()) > 0  # the feedback moved the teacher's log-probs

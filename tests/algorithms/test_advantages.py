@@ -228,6 +228,7 @@ WITH_PARAMS = {
     "tree",
     "progress",
     "serl",
+    "turn_feedback",
     "explore_group",
     "gae",
     "rft",

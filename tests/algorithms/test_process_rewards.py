@@ -102,16 +102,16 @@ def test_prm_estimator_adds_the_outcome_and_broadcasts_to_tokens():
     assert adv[1].tolist() == pytest.approx([0.0, -grpo, 0.0, 0.0])
 
 
-def test_prm_into_serl_uses_the_scores_as_turn_rewards():
+def test_prm_into_turn_feedback_uses_the_scores_as_turn_rewards():
     inp = agent_input([1.0, 0.0], [[0, 1], [0, 1]], prm_scores=[[0.1, 0.9], [0.3, 0.3]])
-    serl = ADVANTAGES.get("serl")
-    want = serl(
+    fb = ADVANTAGES.get("turn_feedback")
+    want = fb(
         AdvantageInput(
             inp.rewards, inp.valid, inp.group_index, inp.mask, {**inp.extras, "turn_rewards": inp.extras["prm_scores"]}
         ),
         CFG,
     )
-    got = ADVANTAGES.get("prm")(inp, CFG, PrmParams(path="x", into="serl"))
+    got = ADVANTAGES.get("prm")(inp, CFG, PrmParams(path="x", into="turn_feedback"))
     assert torch.allclose(got, want)
     with pytest.raises(ValueError, match="turn_rewards"):
         PrmParams(path="x", into="grpo")

@@ -1,4 +1,4 @@
-"""Turn-level advantage estimators: tree (TreeOPSD), progress (SPA), serl (SERL), explore_group (EAPO).
+"""Turn-level advantage estimators: tree (TreeOPSD), progress (SPA), turn_feedback (ours), explore_group (EAPO).
 
 Batches are built from trajectories given as lists of turn texts: the prefix hash of turn t is a hash of
 the texts up to t, while the slow references compare the texts themselves (the definition, not the hash).
@@ -20,7 +20,7 @@ from ascent.algorithms import ADVANTAGES, AdvantageInput
 from ascent.algorithms.turn_advantages import (
     ExploreGroupParams,
     ProgressParams,
-    SerlParams,
+    TurnFeedbackParams,
     TreeParams,
     progress_contributions,
     tree_values,
@@ -32,7 +32,7 @@ from ascent.typed import ConfigError
 CFG = AlgorithmConfig()
 RAW = TreeParams(normalize=False)
 """Tree credit without the std division."""
-TURN = ("tree", "progress", "serl", "explore_group")
+TURN = ("tree", "progress", "turn_feedback", "explore_group")
 TOK = 2
 """Sampled tokens per turn; each turn is followed by one observation token, and a row starts with one prompt token."""
 
@@ -149,7 +149,7 @@ def grpo_seq_ref(rewards, groups, valid, eps=CFG.std_eps):
     return out
 
 
-def serl_ref(feedback, rewards, groups, valid, lam, tau):
+def turn_feedback_ref(feedback, rewards, groups, valid, lam, tau):
     base = grpo_seq_ref(rewards, groups, valid)
     out = []
     for i, f in enumerate(feedback):
@@ -329,11 +329,11 @@ def test_progress_prior_spreads_credit_past_the_branch():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# serl (SERL)
+# turn_feedback
 # ---------------------------------------------------------------------------------------------------------
-def test_serl_hand_values():
+def test_turn_feedback_hand_values():
     inp = make_batch([["a", "b"], ["c", "d"]], [1.0, 0.0], feedback=[[0.0, 1.0], [0.0, 1.0]])
-    adv = per_turn(run("serl(strength=1, temperature=1)", inp), inp)
+    adv = per_turn(run("turn_feedback(strength=1, temperature=1)", inp), inp)
     a = 0.5 / (math.sqrt(0.5) + CFG.std_eps)  # GRPO of (1, 0)
     e = math.e
     assert adv[0] == pytest.approx(
@@ -346,26 +346,26 @@ def test_serl_hand_values():
 
 @pytest.mark.parametrize("lam,tau", [(0.5, 1.0), (1.0, 0.3), (0.2, 2.0)])
 @pytest.mark.parametrize("seed", range(3))
-def test_serl_matches_slow_loop(seed, lam, tau):
+def test_turn_feedback_matches_slow_loop(seed, lam, tau):
     trajs, rewards, groups, valid, _, fb = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid, feedback=fb)
-    got = per_turn(run("serl", inp, SerlParams(strength=lam, temperature=tau)), inp)
-    for g, w in zip(got, serl_ref(fb, rewards, groups, valid, lam, tau)):
+    got = per_turn(run("turn_feedback", inp, TurnFeedbackParams(strength=lam, temperature=tau)), inp)
+    for g, w in zip(got, turn_feedback_ref(fb, rewards, groups, valid, lam, tau)):
         assert g == pytest.approx(w, abs=1e-5)
 
 
 @pytest.mark.parametrize("fill", [0.0, 3.5, float("nan")])
-def test_serl_equal_feedback_is_the_outcome_estimator(fill):
+def test_turn_feedback_equal_feedback_is_the_outcome_estimator(fill):
     trajs, rewards, groups, valid, _, _ = random_batch(7)
     inp = make_batch(trajs, rewards, groups, valid, feedback=[[fill] * len(t) for t in trajs])
     for lam in (0.5, 1.0):
-        assert torch.equal(run("serl", inp, SerlParams(strength=lam)), run("grpo", inp))
+        assert torch.equal(run("turn_feedback", inp, TurnFeedbackParams(strength=lam)), run("grpo", inp))
 
 
-def test_serl_keeps_sign_and_trajectory_credit():
+def test_turn_feedback_keeps_sign_and_trajectory_credit():
     trajs, rewards, groups, valid, _, fb = random_batch(3)
     inp = make_batch(trajs, rewards, groups, valid, feedback=fb)
-    adv = per_turn(run("serl", inp, SerlParams(strength=1.0, temperature=0.5)), inp)
+    adv = per_turn(run("turn_feedback", inp, TurnFeedbackParams(strength=1.0, temperature=0.5)), inp)
     base = per_turn(run("grpo", inp), inp)
     for a, b in zip(adv, base):
         assert sum(a) == pytest.approx(sum(b), abs=1e-5)  # mean weight 1
@@ -476,8 +476,8 @@ def test_tokens_outside_turns_get_zero(name):
         ("tree", "turn_prefix"),
         ("tree", "turn_index"),
         ("progress", "turn_prefix"),
-        ("serl", "turn_rewards"),
-        ("serl", "turn_index"),
+        ("turn_feedback", "turn_rewards"),
+        ("turn_feedback", "turn_index"),
         ("explore_group", "turn_kind"),
         ("explore_group", "turn_index"),
     ],
@@ -517,9 +517,9 @@ def test_tree_rejects_gaps_and_bad_knobs():
         run("tree", inp)
     for spec, what in [
         ("progress(prior=-1)", "prior must be >= 0"),
-        ("serl(strength=1.5)", "strength must be in"),
-        ("serl(strength=-0.1)", "strength must be in"),
-        ("serl(temperature=0)", "temperature must be > 0"),
+        ("turn_feedback(strength=1.5)", "strength must be in"),
+        ("turn_feedback(strength=-0.1)", "strength must be in"),
+        ("turn_feedback(temperature=0)", "temperature must be > 0"),
     ]:
         with pytest.raises(ConfigError, match=what):
             ADVANTAGES.resolve(spec)
