@@ -1,8 +1,8 @@
 """Algorithm registries: advantage estimators, policy losses, group filters, KL estimators, the one aggregation."""
 
 from ascent.algorithms import entropy as _entropy  # noqa: E402,F401  (registers clip_cov, kl_cov, entropy_bonus)
-from ascent.algorithms import hindsight as _hindsight  # noqa: E402,F401  (registers serl)
 from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
+from ascent.algorithms import hindsight as _hindsight  # noqa: E402,F401  (registers serl)
 from ascent.algorithms import latent as _latent  # noqa: E402,F401  (registers relax)
 from ascent.algorithms import process_rewards as _process_rewards  # noqa: E402,F401  (registers prm, q_evolve, spa)
 from ascent.algorithms import staged as _staged  # noqa: E402,F401  (registers staged)

@@ -337,7 +337,8 @@ class PrmParams:
             reads = getattr(entry, "requires", frozenset()) | getattr(entry, "reads", frozenset())
             if "turn_rewards" not in reads:
                 raise ValueError(
-                    f"into={self.into!r} does not read extras['turn_rewards']; use process, turn_feedback or explore_group"
+                    f"into={self.into!r} does not read extras['turn_rewards']; "
+                    "use process, turn_feedback or explore_group"
                 )
 
 

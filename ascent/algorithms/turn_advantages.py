@@ -1,8 +1,9 @@
-"""Turn-level advantage estimators for multi-turn agents: `tree` (TreeOPSD), `progress` (SPA), `turn_feedback`
-(ascent's own) and `explore_group` (Exploration-Aware PO); the papers are in docs/references.md. Same ONE signature as every
-estimator: `fn(inp, cfg[, params]) -> (N, T)`; each estimator's knobs are its frozen params dataclass
-(`TreeParams`, `ProgressParams`, `TurnFeedbackParams`, `ExploreGroupParams`), set in its spec, e.g.
-`turn_feedback(strength=0.3)`. SERL's hindsight teacher is `serl` (ascent.algorithms.hindsight).
+"""Turn-level advantage estimators for multi-turn agents: `tree` (TreeOPSD), `progress` (SPA),
+`turn_feedback` (ascent's own) and `explore_group` (Exploration-Aware PO); the papers are in
+docs/references.md. Same ONE signature as every estimator: `fn(inp, cfg[, params]) -> (N, T)`; each
+estimator's knobs are its frozen params dataclass (`TreeParams`, `ProgressParams`, `TurnFeedbackParams`,
+`ExploreGroupParams`), set in its spec, e.g. `turn_feedback(strength=0.3)`. SERL's hindsight teacher is
+`serl` (ascent.algorithms.hindsight).
 
 For agent batches the trainer fills `inp.extras` with (M = the most model turns of any trajectory):
 
@@ -276,9 +277,9 @@ def turn_feedback(inp: AdvantageInput, cfg, params: TurnFeedbackParams = TurnFee
     lambda = params.strength, tau = params.temperature. So w_t > 0 (every turn keeps the trajectory's sign)
     and mean_t w_t = 1 (the trajectory's total credit is GRPO's); feedback only moves credit between
     turns: in a successful trajectory toward the turns the environment rated well, in a failed one toward
-    the turns it rated badly (an error, a step that changed nothing). A_t = A_i w_t. All-equal feedback within a trajectory gives w_t = 1: GRPO. Which signals
-    make up the feedback (errors, page changes, the final step's own reward) is the environment's; the
-    softmax form is ours. Turns are those owning tokens
+    the turns it rated badly (an error, a step that changed nothing). A_t = A_i w_t. All-equal feedback
+    within a trajectory gives w_t = 1: GRPO. Which signals make up the feedback (errors, page changes, the
+    final step's own reward) is the environment's; the softmax form is ours. Turns are those owning tokens
     in extras['turn_index']. Needs extras turn_index and turn_rewards.
     """
     name = "turn_feedback"

@@ -20,8 +20,8 @@ from ascent.algorithms import ADVANTAGES, AdvantageInput
 from ascent.algorithms.turn_advantages import (
     ExploreGroupParams,
     ProgressParams,
-    TurnFeedbackParams,
     TreeParams,
+    TurnFeedbackParams,
     progress_contributions,
     tree_values,
 )
