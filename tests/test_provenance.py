@@ -29,7 +29,6 @@ NOT_YET_DECLARED = frozenset(
         "advantages relax",
         "advantages rft",
         "advantages sa_mrpo",
-        "advantages serl",
         "advantages spa",
         "advantages staged",
         "advantages success_adaptive",

@@ -35,6 +35,15 @@ import torch
 from ascent.algorithms.advantages import ADVANTAGES, _grpo_seq
 from ascent.algorithms.state import PieceState
 from ascent.algorithms.types import AdvantageInput
+from ascent.registry import Paper
+
+SERL = Paper(
+    "SERL",
+    "Li, Lyu et al.",
+    2026,
+    "What and When to Distill: Selective Hindsight Distillation for Multi-Turn Agents",
+    "arXiv:2605.19447",
+)
 
 DELTA, ACTION, LAMBDA = "serl_delta", "serl_action", "serl_lambda"
 """The extras `SerlState` adds: (N, T) teacher - student log-prob, (N, T) action-token mask, (1,) lambda_k."""
@@ -179,7 +188,21 @@ class SerlState(PieceState):
             self.steps = int(state["steps"])
 
 
-@ADVANTAGES.register("serl", params=SerlParams, state=SerlState)
+@ADVANTAGES.register(
+    "serl",
+    params=SerlParams,
+    state=SerlState,
+    paper=SERL,
+    fidelity="reduced",
+    departures=(
+        "immediate feedback only (the turn's next observation; the last turn: its reply and the outcome); the "
+        "paper's future-trajectory, successful-sibling and anchor-level feedback and its LLM judge are not built",
+        "the feedback is inserted into the trajectory's token stream before the turn (`template`), not rebuilt "
+        "as a new chat prompt: one no-grad forward per turn on CPU-sized models",
+        "action tokens = the turn's tokens after the last `action_marker`, where the authors parse the "
+        "environment's action",
+    ),
+)
 def serl(inp: AdvantageInput, cfg, params: SerlParams = SerlParams()) -> torch.Tensor:
     """SERL (Li et al., 2026, arXiv:2605.19447): the policy conditioned on each step's feedback is a hindsight
     teacher whose log-prob gap to the unconditioned policy reweights the GRPO advantage on action tokens.

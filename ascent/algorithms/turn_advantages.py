@@ -35,6 +35,7 @@ import torch
 
 from ascent.algorithms.advantages import ADVANTAGES, _check, _extra, _grpo_seq, group_moments
 from ascent.algorithms.groups import group_min_max
+from ascent.algorithms.hindsight import SERL
 from ascent.algorithms.types import AdvantageInput
 
 EXPLORE, TASK, NO_TURN = 1, 0, -1
@@ -263,7 +264,16 @@ class TurnFeedbackParams:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
-@ADVANTAGES.register("turn_feedback", params=TurnFeedbackParams)
+@ADVANTAGES.register(
+    "turn_feedback",
+    params=TurnFeedbackParams,
+    paper=SERL,
+    fidelity="ascent",
+    departures=(
+        "ascent's own estimator in the spirit of SERL: a softmax of the environment's scalar step rewards moves "
+        "credit between turns, where SERL uses a hindsight teacher's log-prob gap on action tokens (`serl`)",
+    ),
+)
 def turn_feedback(inp: AdvantageInput, cfg, params: TurnFeedbackParams = TurnFeedbackParams()) -> torch.Tensor:
     """Scalar step feedback weights a trajectory's turns; the outcome sets its sign (ascent's own estimator,
     in the spirit of SERL, Li et al., 2026, arXiv:2605.19447, without its hindsight teacher: SERL weights
