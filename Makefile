@@ -23,6 +23,10 @@ $(STAMP): pyproject.toml Makefile
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
 	  || echo "chromium not installed: tests/app/test_report.py's browser test will be skipped"
+	# The code sandbox (code_tests) runs model-written code under bubblewrap; without it such runs are refused.
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } \
+	  || echo "bubblewrap not installed: code_tests runs are refused, the sandbox escape tests skipped"
 	touch $(STAMP)
 
 demo: $(STAMP)

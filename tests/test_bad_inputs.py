@@ -319,13 +319,15 @@ CASES: list[tuple[str, str, Callable[[Path], str], str]] = [
     (
         "model output",
         "code that does not parse",
-        lambda t: reward_value("code_tests", "```python\ndef add(a, b) return\n```", **ADD_TESTS),
+        lambda t: reward_value("code_tests(sandbox=unsafe-local)", "```python\ndef add(a, b) return\n```", **ADD_TESTS),
         r"reward 0.0",
     ),
     (
         "model output",
         "code that never returns",
-        lambda t: reward_value("code_tests", "def add(a, b):\n    while True:\n        pass\n", **ADD_TESTS),
+        lambda t: reward_value(
+            "code_tests(sandbox=unsafe-local)", "def add(a, b):\n    while True:\n        pass\n", **ADD_TESTS
+        ),
         r"reward 0.0",
     ),
     (

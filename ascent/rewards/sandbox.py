@@ -1,12 +1,24 @@
 """Running model-written Python in a sandbox, and the `code_tests` reward built on it.
 
-`run_code(code, entry_point, inputs, limits)` starts a fresh interpreter (`python -I -S`, no site-packages,
-nothing inherited from the environment) on `ascent/rewards/sandbox_child.py` in a temporary directory that is
-removed afterwards. The child isolates itself as far as the machine permits — new network and PID namespaces,
-the `nobody` user when started as root — and then applies resource limits (CPU seconds, memory, processes,
-open files, file size) and an audit hook that refuses sockets, new processes and writes outside its
-directory (see the child's docstring). The parent adds a wall-clock limit (the whole process group is
-killed), reads at most `limits.output_bytes` of results, and discards what the code prints.
+`run_code(code, entry_point, inputs, limits, mode)` runs `ascent/rewards/sandbox_child.py` in a fresh
+`python -I -S` (no site-packages, nothing inherited from the environment). In the default mode, `bwrap`, the
+boundary is bubblewrap (`bwrap`, the OS package `bubblewrap`; https://github.com/containers/bubblewrap): new
+mount, PID, network, IPC and UTS namespaces (and a user namespace when the trainer is not root, with nested
+user namespaces disabled); a root of its own in which only the interpreter, `/usr`, the child script and the
+job file are bound read-only, a fresh `/proc` (the code sees only its own processes), an empty `/dev`, and a
+private tmpfs of `limits.disk_bytes` as the only writable place; no network interface but a down loopback;
+`--die-with-parent`. Started as root, the child drops to the `nobody` user before it reads the code, so the
+process limit applies. The child then applies resource limits (CPU seconds, memory, processes, open files,
+file size) and an audit hook (a second fence, not the boundary). The parent adds a wall-clock limit (the
+whole process group is killed; the PID namespace ends every process the code left), reads at most
+`limits.output_bytes` of results, and discards what the code prints.
+
+Where bubblewrap is missing or cannot create namespaces, `run_code` refuses (`SandboxUnavailable`) unless
+the run opted into `mode="unsafe-local"` (`reward=code_tests(sandbox=unsafe-local)`): the earlier
+best-effort isolation (namespaces where `unshare` is permitted, `nobody` as root, rlimits, the audit hook),
+which does NOT protect the user's files, processes or network from the code. `CodeResult.sandbox` and the
+run's summary.json (`sandbox`) say which one a run had; docs/reliability.md ("Threat model") says what each
+isolates and what not.
 
 The expected outputs never reach the child: it returns the entry point's outputs on the hidden inputs and
 the parent compares them, so a completion cannot pass a test by printing, by rewriting the checker or by
@@ -20,7 +32,9 @@ never an exception in the trainer.
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import re
 import shutil
@@ -36,7 +50,16 @@ from typing import Any, Optional
 
 from ascent.rewards.builtin import REWARDS
 
+log = logging.getLogger(__name__)
 CHILD = Path(__file__).with_name("sandbox_child.py")
+MODES = ("bwrap", "unsafe-local")
+"""bwrap: bubblewrap, refusing to run where it is unavailable; unsafe-local: bubblewrap where available, else
+the best-effort fallback (no boundary for the user's files, processes or network)."""
+NOBODY = 65534
+
+
+class SandboxUnavailable(RuntimeError):
+    """The isolation asked for cannot be had on this machine."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +80,8 @@ class Limits:
     """Open file descriptors (RLIMIT_NOFILE)."""
     file_bytes: int = 1 << 20
     """Largest file it may write (RLIMIT_FSIZE)."""
+    disk_bytes: int = 16 << 20
+    """All files together: the size of the private tmpfs (bwrap mode)."""
     output_bytes: int = 1 << 20
     """Most result bytes read back."""
 
@@ -71,22 +96,124 @@ class CodeResult:
     outputs: list[dict[str, Any]] = field(default_factory=list)
     """Per input: {"ok": value} or {"error": "Name: message"}."""
     sandbox: list[str] = field(default_factory=list)
-    """The isolation applied: e.g. ["netns+pidns"], or ["rlimits+audit"] where namespaces were refused."""
+    """The isolation applied, as the child reports it: e.g. ["bwrap", "nobody"], or in unsafe-local mode
+    without bubblewrap ["netns+pidns"] / ["rlimits+audit"]."""
     seconds: float = 0.0
 
 
-def run_code(code: str, entry_point: str, inputs: list[list[Any]], limits: Limits = Limits()) -> CodeResult:
-    """Run `code`, then `entry_point(*args)` for each args in `inputs`, in the sandbox."""
+def _interpreter() -> tuple[str, list[str]]:
+    """The base interpreter (not a venv's link to it) and the folders it needs, outside /usr."""
+    exe = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    need = {os.path.realpath(sys.base_prefix), os.path.dirname(exe)}
+    return exe, sorted(d for d in need if not (d + "/").startswith("/usr/") and d != "/usr")
+
+
+def _bwrap_argv(bwrap: str, job_file: str, result_fd: int, disk_bytes: int) -> list[str]:
+    """The bubblewrap command line: see the module docstring."""
+    exe, folders = _interpreter()
+    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
+    argv += ["--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
+    if os.getuid() == 0:  # privileged bwrap: the child may only change to `nobody`, which it does first
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user", "--disable-userns"]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64"):
+        top = Path("/", name)
+        if top.is_symlink():
+            argv += ["--symlink", os.readlink(top), str(top)]
+        elif top.is_dir():
+            argv += ["--ro-bind", str(top), str(top)]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    made: set[str] = set()
+    for folder in folders:  # same path: the interpreter finds its stdlib and libpython where it was built
+        for parent in reversed(Path(folder).parents[:-1]):  # bwrap would create them 0700: `nobody` could not pass
+            if str(parent) not in made:
+                made.add(str(parent))
+                argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", folder, folder]
+    argv += ["--perms", "0755", "--dir", "/sandbox"]
+    argv += ["--ro-bind", str(CHILD), "/sandbox/child.py", "--ro-bind", job_file, "/sandbox/job.json"]
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(disk_bytes), "--tmpfs", "/tmp"]
+    argv += ["--chdir", "/tmp"]
+    return argv + ["--", exe, "-I", "-S", "/sandbox/child.py", "/sandbox/job.json", str(result_fd), "bwrap"]
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_status() -> tuple[bool, str]:
+    """(whether bubblewrap isolates here, a one-line description or the reason it does not); probed once."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed; install the OS package `bubblewrap`"
+    version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="ascent-sandbox-") as tmp:
+        probe = Path(tmp) / "job.json"
+        probe.write_text("{}")
+        argv = _bwrap_argv(bwrap, str(probe), 1, 1 << 20)
+        argv = argv[: argv.index("--") + 2] + ["-I", "-S", "-c", "import os; os.stat('/sandbox/child.py')"]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return False, f"{bwrap} could not run: {exc}"
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return False, f"{version or bwrap} cannot create its sandbox here ({why}); user namespaces may be disabled"
+    who = "as root, the code runs as nobody" if os.getuid() == 0 else "user namespace"
+    return True, f"{version} (mount, PID, network, IPC, UTS namespaces; {who}; read-only root, private tmpfs)"
+
+
+def isolation(mode: str = "bwrap") -> str:
+    """What `run_code` in `mode` will use here: "bwrap" or "unsafe-local"; raises SandboxUnavailable when mode
+    is bwrap and bubblewrap does not work."""
+    if mode not in MODES:
+        raise ValueError(f"sandbox mode {mode!r}; choose one of {', '.join(MODES)}")
+    ok, why = bwrap_status()
+    if ok:
+        return "bwrap"
+    if mode == "unsafe-local":
+        return "unsafe-local"
+    raise SandboxUnavailable(
+        f"refusing to run model-written code: {why}. Install bubblewrap (apt-get install bubblewrap), or opt "
+        "into the weak fallback, which does not protect your files, processes or network: "
+        "reward=code_tests(sandbox=unsafe-local)"
+    )
+
+
+def _host_processes(uid: int) -> int:
+    """Processes this uid runs on the host: RLIMIT_NPROC counts them too."""
+    count = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            count += os.stat(f"/proc/{pid}").st_uid == uid
+        except OSError:
+            pass
+    return count
+
+
+def run_code(
+    code: str, entry_point: str, inputs: list[list[Any]], limits: Limits = Limits(), mode: str = "bwrap"
+) -> CodeResult:
+    """Run `code`, then `entry_point(*args)` for each args in `inputs`, in the sandbox (see `isolation`)."""
     t0 = time.perf_counter()
+    bwrap = isolation(mode) == "bwrap"
     job_dir = Path(tempfile.mkdtemp(prefix="ascent-sandbox-"))
     read_fd, write_fd = os.pipe()
     try:
         os.chmod(job_dir, 0o700)
+        uid = NOBODY if os.getuid() == 0 else os.getuid()
         job = {"code": code, "entry_point": entry_point, "inputs": inputs, "limits": asdict(limits)}
-        (job_dir / "job.json").write_text(json.dumps(job))
+        job["host_processes"] = _host_processes(uid) if bwrap else 0
+        job_file = job_dir / "job.json"
+        job_file.write_text(json.dumps(job))
+        if bwrap:
+            job_file.chmod(0o644)  # bound read-only into the sandbox; the folder stays private
+            argv = _bwrap_argv(shutil.which("bwrap") or "bwrap", str(job_file), write_fd, limits.disk_bytes)
+        else:
+            argv = [sys.executable, "-I", "-S", str(CHILD), str(job_file), str(write_fd), "local"]
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(CHILD), str(job_dir), str(write_fd)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -102,7 +229,8 @@ def run_code(code: str, entry_point: str, inputs: list[list[Any]], limits: Limit
         data, timed_out = _read(read_fd, proc, limits)
         ended = proc.poll()  # None: still running (blocked, or past the output cap); killed below
         _kill_group(proc)
-        cpu_limit = ended in (124, -signal.SIGXCPU, -signal.SIGKILL, 256 - signal.SIGKILL)  # the CPU limit ended it
+        killed = (124, -signal.SIGXCPU, -signal.SIGKILL, 256 - signal.SIGKILL, 128 + signal.SIGKILL)
+        cpu_limit = ended in killed  # the CPU limit ended it (bwrap reports a signal as 128 + its number)
         return _parse(data, len(inputs), timed_out or cpu_limit, time.perf_counter() - t0)
     finally:
         for fd in (read_fd, write_fd):
@@ -194,26 +322,63 @@ def score_tests(result: CodeResult, expected: list[Any]) -> float:
     return passed / max(1, len(expected))
 
 
+@functools.lru_cache(maxsize=None)
+def _announce(line: str) -> None:
+    """Say once per process which isolation model-written code gets (a run's first lines)."""
+    print(line, flush=True)
+    if line.startswith("sandbox: unsafe-local"):
+        log.warning(line)
+
+
 @REWARDS.register("code_tests")
-def code_tests(
-    prompts: list[str],
-    completions: list[str],
-    entry_point: Optional[list[Optional[str]]] = None,
-    tests: Optional[list[Optional[list[dict[str, Any]]]]] = None,
-    **_: Any,
-) -> list[Optional[float]]:
+class CodeTests:
     """The fraction of a row's hidden unit tests (`tests`: [{"args": [...], "expected": value}], calling
     `entry_point`) that the completion's code passes, run in the sandbox (`ascent.rewards.sandbox`); 1.0 only
-    when every test passes. None for rows without tests. Two sandboxes run at a time."""
-    if entry_point is None or tests is None:
-        return [None] * len(completions)
+    when every test passes. None for rows without tests. Two sandboxes run at a time.
 
-    def one(i: int) -> Optional[float]:
-        if not tests[i] or not entry_point[i]:
-            return None
-        cases = tests[i]
-        result = run_code(extract_code(completions[i]), entry_point[i], [list(c["args"]) for c in cases])
-        return score_tests(result, [c["expected"] for c in cases])
+    `sandbox`: bwrap (default; the run refuses to start where bubblewrap does not work) or unsafe-local
+    (opt-in: the best-effort fallback where bubblewrap is unavailable), e.g. `code_tests(sandbox=unsafe-local)`.
+    """
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(one, range(len(completions))))
+    def __init__(self, sandbox: str = "bwrap") -> None:
+        from ascent.rewards.runner import RewardSpecError
+
+        try:
+            self.isolation = isolation(sandbox)
+        except (SandboxUnavailable, ValueError) as err:
+            raise RewardSpecError(f"code_tests: {err}") from err
+        self.mode = sandbox
+        self.detail = bwrap_status()[1]
+        if self.isolation == "bwrap":
+            _announce(f"sandbox: bwrap — {self.detail}")
+        else:
+            _announce(
+                f"sandbox: unsafe-local (opted in; {self.detail}): model-written code is NOT isolated from "
+                "your files, processes or network"
+            )
+
+    def summary_fields(self) -> dict[str, Any]:
+        """summary.json: which isolation the run's code had."""
+        return {"sandbox": self.isolation, "sandbox_detail": self.detail}
+
+    def __call__(
+        self,
+        prompts: list[str],
+        completions: list[str],
+        entry_point: Optional[list[Optional[str]]] = None,
+        tests: Optional[list[Optional[list[dict[str, Any]]]]] = None,
+        **_: Any,
+    ) -> list[Optional[float]]:
+        if entry_point is None or tests is None:
+            return [None] * len(completions)
+
+        def one(i: int) -> Optional[float]:
+            if not tests[i] or not entry_point[i]:
+                return None
+            cases = tests[i]
+            code = extract_code(completions[i])
+            result = run_code(code, entry_point[i], [list(c["args"]) for c in cases], mode=self.mode)
+            return score_tests(result, [c["expected"] for c in cases])
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return list(pool.map(one, range(len(completions))))

@@ -1,20 +1,21 @@
-"""The child side of `ascent.rewards.sandbox`: run as `python -I -S sandbox_child.py JOB_DIR RESULT_FD`.
+"""The child side of `ascent.rewards.sandbox`: run as `python -I -S sandbox_child.py JOB_FILE RESULT_FD MODE`.
 
 Standard library only, and it imports nothing from ascent (the interpreter starts without site-packages).
 Order of events:
-1. read the job (code, entry point, inputs; never the expected outputs) from JOB_DIR/job.json;
-2. if it can: new network and PID namespaces (`unshare`; the code then sees no network interface but a down
-   loopback, and when this process's child — PID 1 of the new namespace — exits, the kernel kills every
-   process it left behind); as root, drop to the `nobody` user (so the process limit applies and the
-   host's files are read-only to it);
+1. read the job (code, entry point, inputs; never the expected outputs) from JOB_FILE;
+2. MODE bwrap (inside bubblewrap, which is the boundary; see the parent's docstring): as root (privileged
+   bubblewrap lends only CAP_SETUID/CAP_SETGID) drop to the `nobody` user at once, so the process limit
+   applies. MODE local (the unsafe-local fallback): new network and PID namespaces if `unshare` is permitted
+   (when this process's child — PID 1 of the new namespace — exits, the kernel kills every process it left
+   behind); as root, drop to `nobody`;
 3. resource limits: CPU seconds, address space, processes, open files, file size;
-4. an audit hook (PEP 578) that refuses sockets, new processes and writes or deletions outside JOB_DIR —
-   a second fence for machines where step 2 is not permitted, not a boundary on its own;
+4. an audit hook (PEP 578) that refuses sockets, new processes, ctypes, and writes or deletions outside the
+   working directory — a second fence, not a boundary: Python code gets around audit hooks (e.g. `os.open`
+   with `dir_fd` reports only the relative name);
 5. exec the code in a fresh namespace, call the entry point on each input with a per-call CPU alarm, and
    write one JSON line per call ({"ok": output} or {"error": "ExceptionName: message"}) to RESULT_FD.
 """
 
-import ctypes
 import json
 import os
 import resource
@@ -27,6 +28,8 @@ CPU_LIMIT_EXIT = 124
 
 
 def unshare(flags):
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.unshare(flags) == 0
 
@@ -52,7 +55,9 @@ def limit(job):
     resource.setrlimit(resource.RLIMIT_FSIZE, (int(lim["file_bytes"]), int(lim["file_bytes"])))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     nproc = int(lim["processes"])
-    if os.getuid() != 0:  # the limit counts every process of this user: leave room for the ones running
+    if job.get("host_processes"):  # bwrap: this /proc shows none of the host's processes the limit counts
+        nproc += int(job["host_processes"])
+    elif os.getuid() != 0:  # the limit counts every process of this user: leave room for the ones running
         nproc += sum(1 for p in os.listdir("/proc") if p.isdigit() and _owned(p))
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
@@ -86,11 +91,14 @@ def drop_privileges(job_dir):
 
 
 def fence(job_dir):
-    """Audit hook: no sockets, no new processes, no writes or deletions outside job_dir."""
+    """Audit hook: no sockets, no new processes, no ctypes, no writes or deletions outside job_dir."""
     root = os.path.realpath(job_dir) + os.sep
     blocked = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "pty.")
+    blocked += ("ctypes.", "os.forkpty", "_posixsubprocess", "mmap.")
     path_events = {"os.remove", "os.unlink", "os.rmdir", "os.rename", "shutil.rmtree", "os.chmod", "os.chown"}
-    path_events |= {"os.mkdir", "os.symlink", "os.link", "os.truncate", "os.utime"}
+    path_events |= {"os.mkdir", "os.symlink", "os.link", "os.truncate", "os.utime", "os.replace", "os.mkfifo"}
+    path_events |= {"os.mknod"}
+    two_fds = {"os.rename", "os.replace", "os.link"}  # (src, dst, src_dir_fd, dst_dir_fd); others end in dir_fd
 
     def inside(path):
         try:
@@ -98,12 +106,17 @@ def fence(job_dir):
         except (TypeError, ValueError):
             return False
 
+    def is_path(x):
+        return isinstance(x, (str, bytes, os.PathLike))
+
     def hook(event, args):
         if event.startswith(blocked):
             raise PermissionError(f"sandbox: {event} is not allowed")
-        if event in path_events and args and isinstance(args[0], (str, bytes, os.PathLike)) and not inside(args[0]):
-            raise PermissionError(f"sandbox: {event} outside the sandbox directory")
-        if event == "open" and len(args) > 1 and isinstance(args[0], (str, bytes, os.PathLike)):
+        if event in path_events:  # every path argument (rename, link, symlink: the destination too)
+            dir_fds = args[2:4] if event in two_fds else () if event == "os.truncate" else args[-1:]
+            if any(is_path(a) and not inside(a) for a in args) or any(d not in (None, -1) for d in dir_fds):
+                raise PermissionError(f"sandbox: {event} outside the sandbox directory (or with dir_fd)")
+        if event == "open" and len(args) > 1 and is_path(args[0]):
             mode = args[1] if isinstance(args[1], str) else ""
             flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
             writing = any(c in mode for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
@@ -161,19 +174,29 @@ def run(job, out):
 
 
 def main():
-    job_dir, out = sys.argv[1], int(sys.argv[2])
-    with open(os.path.join(job_dir, "job.json")) as fh:
+    job_file, out, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    with open(job_file) as fh:
         job = json.load(fh)
-    applied = isolate()
-    pid = os.fork() if applied else 0  # in a new PID namespace the child is its PID 1
-    if pid:
-        _, status = os.waitpid(pid, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    os.chdir(job_dir)
-    drop_privileges(job_dir)
+    if mode == "bwrap":  # bubblewrap made the namespaces; this process is not PID 1 (bwrap's reaper is)
+        if os.getuid() == 0:
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        applied = ["bwrap", "nobody" if os.getuid() == NOBODY else f"uid {os.getuid()}"]
+        work = os.getcwd()
+    else:
+        work = os.path.dirname(os.path.abspath(job_file))
+        applied = isolate()
+        pid = os.fork() if applied else 0  # in a new PID namespace the child is its PID 1
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        os.chdir(work)
+        drop_privileges(work)
+        applied = applied or ["rlimits+audit"]
     limit(job)
-    os.write(out, (json.dumps({"sandbox": applied or ["rlimits+audit"]}) + "\n").encode())
-    fence(job_dir)
+    os.write(out, (json.dumps({"sandbox": applied}) + "\n").encode())
+    fence(work)
     run(job, out)
     os._exit(0)
 

@@ -12,12 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from ascent.rewards import RewardRunner
-from ascent.rewards.sandbox import Limits, code_tests, extract_code, run_code, score_tests
+from ascent.rewards import RewardRunner, sandbox
+from ascent.rewards.sandbox import CodeTests, Limits, extract_code, score_tests
 
 FAST = Limits(cpu_s=3, call_s=1.0, wall_s=6.0)
 ROOMY = Limits(cpu_s=10, call_s=10.0, wall_s=60.0)  # where a correct run must pass even on a loaded machine
 ADD = "def add(a, b):\n    return a + b\n"
+
+
+def run_code(code, entry_point, inputs, limits):
+    """bubblewrap where it works (tests/rewards/test_sandbox_escapes.py insists on it), else the fallback."""
+    return sandbox.run_code(code, entry_point, inputs, limits, mode="unsafe-local")
 
 
 def leftovers() -> list[str]:
@@ -167,10 +172,10 @@ def test_code_tests_reward_through_the_runner():
         "whatever",
     ]
     fields = [{"entry_point": "add", "tests": tests}] * 4 + [{"entry_point": None, "tests": None}]
-    runner = RewardRunner(["code_tests"], timeout_s=60)
+    runner = RewardRunner(["code_tests(sandbox=unsafe-local)"], timeout_s=60)
     res = runner.score(["p"] * 5, completions, fields)
     assert res.components[:4, 0].tolist() == [1.0, 0.5, 0.0, 0.0] and not bool(res.valid[4])
-    assert code_tests(["p"], ["x"]) == [None]
+    assert CodeTests(sandbox="unsafe-local")(["p"], ["x"]) == [None]
 
 
 def test_extract_code_takes_the_last_block():

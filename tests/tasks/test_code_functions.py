@@ -18,9 +18,14 @@ def test_every_kind_is_solved_by_its_reference_and_not_by_a_wrong_function():
     limits = Limits(cpu_s=3, call_s=1, wall_s=6)
     for row in rows:
         inputs, expected = [t["args"] for t in row["tests"]], [t["expected"] for t in row["tests"]]
-        assert score_tests(run_code(row["solution"], row["entry_point"], inputs, limits), expected) == 1.0, row
+        assert (
+            score_tests(run_code(row["solution"], row["entry_point"], inputs, limits, mode="unsafe-local"), expected)
+            == 1.0
+        ), row
         wrong = f"def {row['entry_point']}(*args):\n    return None\n"
-        assert score_tests(run_code(wrong, row["entry_point"], inputs, limits), expected) < 1.0, row
+        assert score_tests(run_code(wrong, row["entry_point"], inputs, limits, mode="unsafe-local"), expected) < 1.0, (
+            row
+        )
         assert row["answer"] == f"```python\n{row['solution']}```" and row["prompt"].endswith("code block.")
 
 
