@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import yaml
 
-from ascent.app.runs import RunDirError, open_run, read_run_config, trackers
+from ascent.app.runs import RunDirError, opened_run, read_run_config, trackers
 from ascent.classic.loop import ClassicTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -68,10 +68,10 @@ def train_run(
     """`ascent.app.pipeline.train` for a classic run, without importing the language-model stack: open (or
     reopen, with `resume`) the run directory, then `train_classic`."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
-    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
-    if cfg.classic is None:
-        raise RunDirError(f"{run_dir} is not a classic run (its config has no classic: section)")
-    return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
+    with opened_run(cfg, run_dir, overwrite, resume, overrides) as cfg:
+        if cfg.classic is None:
+            raise RunDirError(f"{run_dir} is not a classic run (its config has no classic: section)")
+        return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
 
 
 def evaluate_checkpoint(run_dir: Path, model_dir: Path, overrides: Optional[list[str]] = None) -> dict[str, Any]:

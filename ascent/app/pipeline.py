@@ -6,6 +6,7 @@ Run directory: config.yaml, state.json (finished phases and their results), metr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import sys
@@ -22,7 +23,7 @@ from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.loop import AgentConfig
 from ascent.app.classic import train_classic
 from ascent.app.report import write_report
-from ascent.app.runs import RunDirError, open_run, trackers
+from ascent.app.runs import RunDirError, opened_run, trackers
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
@@ -358,32 +359,113 @@ def train(
     stop_at: Optional[int] = None,
     overrides: Optional[list[str]] = None,
 ) -> dict[str, Any] | None:
-    """Run (or resume) the whole pipeline. Returns the summary, or None when stopped at `stop_at`."""
+    """Run (or resume) the whole pipeline. Returns the summary, or None when stopped at `stop_at`. The run
+    directory is locked while it runs; a new run that fails before training leaves nothing behind."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
-    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
-    if cfg.classic is not None:  # a Gymnasium run (ascent.classic): its own loop, the same run directory
-        return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
-    state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
+    with opened_run(cfg, run_dir, overwrite, resume, overrides) as cfg:
+        if cfg.classic is not None:  # a Gymnasium run (ascent.classic): its own loop, the same run directory
+            return train_classic(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
+        state = json.loads((run_dir / "state.json").read_text()) if resume and (run_dir / "state.json").exists() else {}
+        if resume and is_complete(run_dir, cfg, state):
+            summary = json.loads((run_dir / "summary.json").read_text())
+            console.print(
+                f"{run_dir} is already complete; nothing to do (key=value overrides such as train.steps=N extend it)",
+                soft_wrap=True,
+            )
+            print_results(summary, run_dir)
+            return summary
+        return run_phases(cfg, run_dir, state, resume, stop_at)
+
+
+def run_phases(
+    cfg: RunConfig, run_dir: Path, state: dict[str, Any], resume: bool, stop_at: Optional[int]
+) -> dict[str, Any] | None:
+    """warm start -> evaluate -> RL -> evaluate -> control -> summary, skipping what `state` has done."""
     run, policy = prepare(cfg, run_dir, state, track=True)
     print_header(run, policy)
     if cfg.warmstart.steps or cfg.warmstart.init_from:
         warmstart(run, policy)
+    drop_stale_evaluations(run)
     if "before" not in run.state and cfg.eval.before:
         run.state["before"] = evaluate(run, policy)
         run.save_state()
-    if not rl_phase(run, policy, resume, stop_at):
-        run.save_state()
-        return None
-    if run.state.get("after_step") != cfg.train.steps:  # a run resumed in its control keeps this evaluation
-        run.state.update(after=evaluate(run, policy), after_step=cfg.train.steps)
-        run.save_state()
-    if cfg.control.enabled:
-        t1, before = time.perf_counter(), run.state.get("control_seconds", 0.0)
-        run.state["control"] = control_phase(run, resume)
-        if cfg.control.kind == "imitation":  # the rft control's training seconds are counted by rl_phase
-            run.state["control_seconds"] = before + time.perf_counter() - t1
+    if cfg.train.steps == 0:
+        console.print(
+            "train.steps=0: no RL phase and no control; the summary holds the evaluation before RL only",
+            soft_wrap=True,
+        )
+    else:
+        if not rl_phase(run, policy, resume, stop_at):
+            run.save_state()
+            return None
+        if run.state.get("after_step") != cfg.train.steps:  # a run resumed in its control keeps this evaluation
+            run.state.update(after=evaluate(run, policy), after_step=cfg.train.steps)
+            run.save_state()
+        if cfg.control.enabled:
+            t1, before = time.perf_counter(), run.state.get("control_seconds", 0.0)
+            run.state["control"] = control_phase(run, resume)
+            if cfg.control.kind == "imitation":  # the rft control's training seconds are counted by rl_phase
+                run.state["control_seconds"] = before + time.perf_counter() - t1
+    run.state["complete"] = config_digest(cfg)
     run.save_state()
     return finish(run)
+
+
+def config_digest(cfg: RunConfig) -> str:
+    """A hash of the whole resolved config: a finished run resumed with the same config has nothing to do."""
+    return hashlib.sha256(json.dumps(to_dict(cfg), sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_complete(run_dir: Path, cfg: RunConfig, state: dict[str, Any]) -> bool:
+    """The run finished with exactly this config (no override changed it) and its summary.json exists."""
+    return state.get("complete") == config_digest(cfg) and (run_dir / "summary.json").exists()
+
+
+def evaluation_digest(cfg: RunConfig) -> str:
+    """What an evaluation's numbers depend on besides the weights: the data, model, warm start, sampling and
+    evaluation settings, the reward specs and the source of every reward file they name (a reward fixed in
+    place between a failed run and its --resume changes the digest)."""
+    d = to_dict(cfg)
+    keys = ("seed", "data", "model", "warmstart", "rollout", "eval", "reward", "reward_weights", "reward_timeout_s")
+    h = hashlib.sha256(json.dumps({k: d.get(k) for k in keys}, sort_keys=True, default=str).encode())
+    specs = [cfg.reward] if isinstance(cfg.reward, str) else list(cfg.reward)
+    for spec in [*specs, cfg.eval.reward or ""]:
+        source = reward_source(spec)
+        if source is not None:
+            h.update(source.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def reward_source(spec: str) -> Optional[Path]:
+    """The file a `file.py:function` or `package.module:function` reward spec loads, when there is one."""
+    target = spec.partition("(")[0].rpartition(":")[0]
+    if not target or target == "rm":
+        return None
+    if target.endswith(".py"):
+        path = Path(target)
+        return path if path.is_file() else None
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(target)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(found, "origin", None)
+    return Path(origin) if origin and Path(origin).is_file() else None
+
+
+def drop_stale_evaluations(run: Run) -> None:
+    """A resumed run whose rewards or evaluation settings changed since its evaluations were scored re-runs
+    them: a result never mixes an evaluation under one reward with another under a different one."""
+    digest = evaluation_digest(run.cfg)
+    stale = [k for k in ("before", "after", "control") if k in run.state]
+    if stale and run.state.get("evaluation_digest") != digest:
+        console.print(
+            f"the reward or evaluation settings changed since this run's {', '.join(stale)} evaluation: re-evaluating"
+        )
+        for key in ("before", "after", "after_step"):
+            run.state.pop(key, None)
+    run.state["evaluation_digest"] = digest
 
 
 def finish(run: Run) -> dict[str, Any]:
@@ -408,7 +490,8 @@ def finish(run: Run) -> dict[str, Any]:
     for key in ("warmstart_seconds", "rl_seconds", "control_seconds"):
         if key in s:
             summary[key] = round(s[key], 2)
-    summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / max(1, cfg.train.steps), 4)
+    if cfg.train.steps:  # train.steps=0 ran no RL: no per-step time to report
+        summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / cfg.train.steps, 4)
     summary.update(run.rewards.summary_fields())  # e.g. a learned reward's rm_pair_accuracy
     summary["peak_rss_mb"] = round(peak_rss_mb(), 1)
     write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
@@ -417,6 +500,7 @@ def finish(run: Run) -> dict[str, Any]:
     run.logger.finish(run.dir, summary, read_samples(run.dir))
     run.logger.close()
     print_summary(summary)
+    print_results(summary, run.dir)
     return summary
 
 
@@ -452,4 +536,39 @@ def print_summary(summary: dict[str, Any]) -> None:
     for label, pattern in lines:
         if all(pattern.format(key) in summary for _, key in present):
             table.add_row(label, *[f"{summary[pattern.format(key)]:.3f}" for _, key in present])
-    console.print(f"wall {summary['wall_seconds']:.1f}s; summary in summary.json")
+    if present:
+        console.print(table)
+
+
+def result_lines(summary: dict[str, Any], run_dir: Path) -> list[str]:
+    """The last lines a run prints: held-out accuracy before RL, after RL and of the control, then where the
+    run folder, its summary and its report are.
+
+    >>> result_lines({"accuracy_before_rl": 0.62, "accuracy_after_rl": 0.96, "control_kind": "imitation",
+    ...     "accuracy_control": 0.71, "wall_seconds": 90.0}, Path("runs/default"))[:2]
+    ['accuracy (held-out, greedy): before RL 0.620 | after RL 0.960 | control (imitation) 0.710', 'wall 90.0s']
+    """
+    parts = [
+        (label, summary[key])
+        for label, key in (
+            ("before RL", "accuracy_before_rl"),
+            ("after RL", "accuracy_after_rl"),
+            (f"control ({summary.get('control_kind', '')})", "accuracy_control"),
+        )
+        if isinstance(summary.get(key), (int, float))
+    ]
+    lines = []
+    if parts:
+        lines.append("accuracy (held-out, greedy): " + " | ".join(f"{label} {value:.3f}" for label, value in parts))
+    lines.append(f"wall {summary['wall_seconds']:.1f}s")
+    lines.append(f"run folder: {run_dir}")
+    lines.append(f"summary:    {run_dir / 'summary.json'}")
+    if (run_dir / "report.html").exists():
+        lines.append(f"report:     {run_dir / 'report.html'} (open it in a browser)")
+    return lines
+
+
+def print_results(summary: dict[str, Any], run_dir: Path) -> None:
+    """`result_lines`, printed plainly (no markup: a log file keeps them as they are)."""
+    for line in result_lines(summary, run_dir):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)

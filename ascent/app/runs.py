@@ -7,9 +7,11 @@ A run directory holds config.yaml, state.json, metrics.jsonl, warmstart/ and che
 
 from __future__ import annotations
 
+import os
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import yaml
 
@@ -29,32 +31,138 @@ def find_config(target: Path) -> tuple[Path, Path]:
 
 
 def read_run_config(run_dir: Path, overrides: Optional[list[str]] = None) -> RunConfig:
-    """The config.yaml of a run directory, with key=value overrides applied."""
-    return config_from_dict(
-        merge(yaml.safe_load((run_dir / "config.yaml").read_text()), parse_overrides(overrides or []))
-    )
+    """The config.yaml of a run directory, with key=value overrides applied; a damaged one fails in one line."""
+    path = run_dir / "config.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise RunDirError(f"{path} is not valid YAML{where}: {problem}") from None
+    except UnicodeDecodeError as err:
+        raise RunDirError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if not isinstance(raw, dict):
+        raise RunDirError(f"{path} must be a mapping of config keys, got {type(raw).__name__}")
+    return config_from_dict(merge(raw, parse_overrides(overrides or [])))
+
+
+_LOCKS: dict[str, int] = {}
+"""Run directories this process holds, by resolved path -> the open descriptor that carries the lock."""
+
+
+def lock_run_dir(run_dir: Path) -> None:
+    """Hold an exclusive advisory lock (flock) on the run directory itself until `release_run_dir` or the process
+    ends (the kernel drops it then, also after a crash or SIGKILL): a second `ascent train` on the same folder is
+    refused before it writes anything. No lock file is left behind."""
+    import fcntl
+
+    key = str(run_dir.resolve())
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise RunDirError(
+            f"{run_dir} is in use by another running `ascent train`; wait for it to end, or choose another name=..."
+        ) from None
+    _LOCKS[key] = fd
+
+
+def release_run_dir(run_dir: Path) -> None:
+    """Let go of a run directory locked by `lock_run_dir` (no-op when not held)."""
+    fd = _LOCKS.pop(str(Path(run_dir).resolve()), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def make_run_dir(run_dir: Path) -> bool:
+    """Create the run directory (and its parents); True when it did not exist. An output folder that is a file,
+    read-only or otherwise unusable fails in one line naming it."""
+    existed = run_dir.is_dir()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if not os.access(run_dir, os.W_OK | os.X_OK):
+            raise PermissionError(13, "Permission denied")
+    except OSError as err:
+        blocked = next((p for p in [run_dir, *run_dir.parents] if p.exists() and not p.is_dir()), None)
+        why = f"{blocked} is a file, not a folder" if blocked is not None else (err.strerror or str(err))
+        raise RunDirError(f"cannot write the run folder {run_dir}: {why} (set output_dir=... or name=...)") from None
+    return not existed
 
 
 def open_run(
     cfg: RunConfig | None, run_dir: Path | None, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None
 ) -> RunConfig:
-    """Check the run directory; on resume read its config.yaml (with overrides applied)."""
+    """Check the run directory and lock it for this process (`lock_run_dir`; the caller releases it); on resume
+    read its config.yaml (with overrides applied). A folder holds a run from its config.yaml on."""
     if resume:
         if not (run_dir / "config.yaml").exists():
             raise RunDirError(
                 f"{run_dir} is not a run directory (no config.yaml); start a run with `ascent train RECIPE`"
             )
-        return read_run_config(run_dir, overrides)
-    if (run_dir / "state.json").exists():
-        if not overwrite:
-            raise RunDirError(
-                f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, "
-                "start over with --overwrite, or choose another name=..."
-            )
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        lock_run_dir(run_dir)
+        try:
+            return read_run_config(run_dir, overrides)
+        except BaseException:
+            release_run_dir(run_dir)
+            raise
+    make_run_dir(run_dir)
+    lock_run_dir(run_dir)
+    try:
+        if (run_dir / "state.json").exists() or (run_dir / "config.yaml").exists():
+            if not overwrite:
+                raise RunDirError(
+                    f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, "
+                    "start over with --overwrite, or choose another name=..."
+                )
+            clear_run_dir(run_dir)
+        write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    except BaseException:
+        release_run_dir(run_dir)
+        raise
     return cfg
+
+
+@contextmanager
+def opened_run(
+    cfg: RunConfig | None, run_dir: Path, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None
+) -> Iterator[RunConfig]:
+    """`open_run` for the length of a `with` block: the directory stays locked until the block ends, and a new
+    run that fails before it trained anything leaves nothing behind (`discard_failed_start`)."""
+    created = not run_dir.exists()
+    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
+    try:
+        yield cfg
+    except BaseException:
+        if not resume:
+            discard_failed_start(run_dir, created)
+        raise
+    finally:
+        release_run_dir(run_dir)
+
+
+def clear_run_dir(run_dir: Path) -> None:
+    """Remove what a run directory holds, keeping the directory itself (and so the lock on it)."""
+    for child in run_dir.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def discard_failed_start(run_dir: Path, created: bool) -> bool:
+    """A start that failed before anything was trained leaves nothing behind: the folder goes when this start
+    created it, its contents otherwise. A run with a state.json or logged steps is kept for --resume. Returns
+    whether it was discarded."""
+    metrics = run_dir / "metrics.jsonl"
+    if not run_dir.is_dir() or (run_dir / "state.json").exists() or (metrics.exists() and metrics.stat().st_size):
+        return False
+    if created:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    else:
+        clear_run_dir(run_dir)
+    return True
 
 
 def trackers(cfg: RunConfig, run_dir: Path) -> list[Any]:

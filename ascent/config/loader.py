@@ -347,6 +347,7 @@ def validate(cfg: RunConfig) -> None:
             stacklevel=2,
         )
     piece_warnings(cfg)
+    _check_group_signal(cfg)
     rollouts = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
     if rollouts % cfg.algorithm.mini_batches:
         raise ConfigError(
@@ -468,6 +469,37 @@ def derived(cfg: RunConfig) -> Derived:
 def to_dict(cfg: Any) -> dict[str, Any]:
     """A plain mapping of a config (for config.yaml)."""
     return dataclasses.asdict(cfg)
+
+
+def _check_group_signal(cfg: RunConfig) -> None:
+    """One sample per prompt with an estimator whose baseline is the prompt's own group (GRPO, RLOO, ...) gives
+    every sample a zero advantage: the run would train on nothing. Found by asking the estimator itself: a
+    stateless one that returns all zeros for singleton groups with distinct rewards has no signal to give."""
+    if cfg.rollout.samples_per_prompt != 1:
+        return
+    import torch
+
+    from ascent.algorithms import ADVANTAGES, LOSSES
+    from ascent.algorithms.types import AdvantageInput
+
+    loss = LOSSES.resolve(cfg.algorithm.loss, key="algorithm.loss")
+    if loss.requires & {"rewards", "teacher", "v_star", "edge"}:  # a loss with a signal of its own (A*-PO, OPD)
+        return
+    piece = ADVANTAGES.resolve(cfg.algorithm.advantage, key="algorithm.advantage")
+    if piece.state is not None or piece.requires:  # needs a critic, a model or extras: it has its own baseline
+        return
+    rewards = torch.tensor([0.0, 1.0, 0.5, 0.25])
+    probe = AdvantageInput(rewards, torch.ones(4, dtype=torch.bool), torch.arange(4), torch.ones(4, 3))
+    try:
+        adv = piece(probe, cfg.algorithm)
+    except Exception:  # an estimator that needs more than rewards and groups: no verdict from the probe
+        return
+    if not bool(torch.any(adv != 0)):
+        raise ConfigError(
+            f"rollout.samples_per_prompt=1 with algorithm.advantage={piece.name}: its baseline is the prompt's own "
+            "group of samples, so one sample per prompt gives every advantage 0 and nothing is trained; set "
+            "rollout.samples_per_prompt >= 2 (e.g. 8) or an advantage with another baseline (reinforce_pp, rft)"
+        )
 
 
 def piece_warnings(cfg: RunConfig) -> None:
