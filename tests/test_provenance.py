@@ -39,7 +39,6 @@ NOT_YET_DECLARED = frozenset(
         "losses agro",
         "losses cispo",
         "losses clip_cov",
-        "losses distil",
         "losses edge",
         "losses entropy_bonus",
         "losses gspo",

@@ -14,7 +14,7 @@ import torch
 
 from ascent.algorithms.a_star import AStarParams, AStarState
 from ascent.algorithms.aggregate import aggregate, masked_mean
-from ascent.algorithms.distil import DistilParams, DistilState
+from ascent.algorithms.distil import DISTIL, DistilParams, DistilState
 from ascent.algorithms.kl import kl_penalty
 from ascent.algorithms.opd import (
     EdgeParams,
@@ -368,24 +368,73 @@ def a_star_po(inp: LossInput, cfg, params: AStarParams = AStarParams()) -> tuple
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("distil", params=DistilParams, state=DistilState)
-@requires("full_logits", "teacher")
-def distil(inp: LossInput, cfg, params: Optional[DistilParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
-    """DistIL (Agrawal et al., 2026, arXiv:2606.05152): distributional DAgger, forward cross-entropy to a
-    teacher on the student's own states.
+def future_disagreement(h: torch.Tensor, mask: torch.Tensor, groups: Optional[torch.Tensor], baseline: bool):
+    """(N, T) G_t - b_t: G_t = sum_{t' > t} h_t' m_t' (the disagreement still to come after token t, `h`
+    detached), minus b_t, the mean G at position t over the other rows of the group with a token there
+    (0 when `baseline` is off, without groups, or with no such row)."""
+    h = h.detach() * mask  # (N, T)
+    future = torch.flip(torch.cumsum(torch.flip(h, [1]), 1), [1]) - h  # strictly later tokens
+    if not baseline or groups is None:
+        return future
+    n_groups = int(groups.max()) + 1 if groups.numel() else 0
+    total = torch.zeros((n_groups, h.shape[1]), dtype=h.dtype).index_add_(0, groups, future * mask)  # (G, T)
+    count = torch.zeros((n_groups, h.shape[1]), dtype=h.dtype).index_add_(0, groups, mask.to(h.dtype))
+    others = (count[groups] - mask).clamp(min=0)  # (N, T)
+    base = torch.where(others > 0, (total[groups] - future * mask) / others.clamp(min=1), torch.zeros_like(h))
+    return future - base
 
-    l_t = H(pi_teacher(. | x_<t), pi(. | x_<t)) = -sum_v pi_teacher(v | x_<t) log pi(v | x_<t) over the full
-    vocabulary, at every sampled completion position (the student's rollouts are the visited states),
-    reduced by `aggregate` with `loss_agg`. Minimised (gradient zero) exactly where the student equals the
-    teacher; H - H(teacher) = KL(teacher || student) is reported. The teacher (`distil(teacher=PATH)`) must
-    share the student's tokenizer. Rewards and advantages are not used (add kl_coef for a reference KL).
+
+@LOSSES.register(
+    "distil",
+    params=DistilParams,
+    state=DistilState,
+    paper=DISTIL,
+    fidelity="reduced",
+    departures=(
+        "the future weight is the KL H - H(teacher) (the disagreement), not the cross-entropy: our reading",
+        "the expert is a checkpoint with the same tokenizer, or the policy conditioned on the row's fields "
+        "(`teacher=self`, `feedback`), placed before the sequence; the paper's black-box expert reading rich "
+        "feedback (execution traces, corrections) is not reproduced",
+    ),
+)
+@requires("full_logits", "teacher", "groups")
+def distil(inp: LossInput, cfg, params: Optional[DistilParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """DistIL (Agrawal et al., 2026, arXiv:2606.05152): distributional DAgger, the forward cross-entropy to a
+    teacher summed over the student's own rollouts, with its sequence-level gradient.
+
+    J = E_{y ~ pi}[sum_t H_t], H_t = H(pi_teacher(. | x_<t), pi(. | x_<t)) = -sum_v pi_teacher(v | x_<t)
+    log pi(v | x_<t) over the full vocabulary at every sampled completion position. Its gradient has two
+    terms: sum_t grad H_t at the visited states, and the score-function term sum_t grad log pi(y_t) G_t with
+    G_t = sum_{t' > t} D_t', D = H - H(teacher) = KL(teacher || student), which carries later teacher-student
+    disagreement back to the tokens that led there (DistIL's point against tokenwise distillation). Per token
+        l_t = H_t + sg(G_t - b_t) (rho_t - sg(rho_t)),   rho_t = pi / pi_old (y_t)
+    (value H_t; gradient grad H_t + (G_t - b_t) rho_t grad log pi(y_t)), reduced by `aggregate` with
+    `loss_agg` (with seq-mean-token-sum its expectation is grad E[sum_t D_t] exactly); b_t is a leave-one-out
+    group baseline (`baseline`). The future weight is the KL, not the cross-entropy, so that it measures
+    disagreement only: with H the student would also be pushed toward states where the teacher is certain
+    (our reading of "future expert-student disagreement"). `future=false` keeps the tokenwise term only.
+    Minimised (gradient zero) exactly where the student equals the teacher; H - H(teacher) =
+    KL(teacher || student) is reported. The teacher (`distil(teacher=PATH)`, or `teacher=self` with
+    `feedback`, see ascent.algorithms.distil) must share the student's tokenizer. Rewards and advantages
+    are not used (add kl_coef for a reference KL).
     """
+    params = params or DistilParams(teacher="-")
     _need(inp, "distil", "logits", "teacher_logprobs")
     ce = -(inp.teacher_logprobs.exp() * inp.logits).sum(-1)  # (N, T)
-    loss = _reduce(ce, inp, cfg)
     with torch.no_grad():
-        teacher_entropy = -(inp.teacher_logprobs.exp() * inp.teacher_logprobs).sum(-1)
-        metrics = {"loss/policy": float(loss), "loss/distil_kl": float(masked_mean(ce - teacher_entropy, inp.mask))}
+        teacher_entropy = -(inp.teacher_logprobs.exp() * inp.teacher_logprobs).sum(-1)  # (N, T)
+    loss_mat, future = ce, torch.zeros_like(ce)
+    if params.future:
+        future = future_disagreement(ce - teacher_entropy, inp.mask, inp.group_index, params.baseline)
+        ratio = torch.exp((inp.logprobs - inp.old_logprobs).clamp(-20.0, 20.0))  # (N, T)
+        loss_mat = ce + future * (ratio - ratio.detach())  # value: the cross-entropy; gradient: + G rho grad log pi
+    loss = _reduce(loss_mat, inp, cfg)
+    with torch.no_grad():
+        metrics = {
+            "loss/policy": float(loss),
+            "loss/distil_kl": float(masked_mean(ce - teacher_entropy, inp.mask)),
+            "loss/distil_future": float(masked_mean(future.abs(), inp.mask)),
+        }
     return with_kl(loss, inp, cfg, metrics)
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import types
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from ascent.algorithms import ADVANTAGES, LOSSES, AdvantageInput, LossInput
 from ascent.algorithms.a_star import AStarParams, soft_value
+from ascent.algorithms.distil import DistilParams
 from ascent.algorithms.gae import clipped_value_loss, compute_gae
 from ascent.algorithms.losses import AgroParams, RebelParams, group_pairs
 from ascent.config.schema import AlgorithmConfig
@@ -400,6 +402,107 @@ def test_new_losses_declare_what_they_need():
     assert LOSSES.get("rebel").requires == {"rewards", "groups"}
     assert LOSSES.get("agro").requires == {"rewards", "groups", "ref"}
     assert LOSSES.get("a_star_po").requires == {"rewards", "ref", "v_star"}
-    assert LOSSES.get("distil").requires == {"full_logits", "teacher"}
+    assert LOSSES.get("distil").requires == {"full_logits", "teacher", "groups"}
     with pytest.raises(ValueError, match="rebel.*rewards"):
         LOSSES.get("rebel")(seq_input(LOGP, OLD, groups=GROUPS)[0], AlgorithmConfig())
+
+
+def two_step_toy(seed: int):
+    """A tabular student over two tokens of a 3-letter vocabulary (step 2 conditioned on step 1) and a fixed
+    teacher of the same shape: theta1 (V,), theta2 (V, V)."""
+    g = torch.Generator().manual_seed(seed)
+    th1 = torch.randn(3, generator=g, dtype=torch.float64).requires_grad_()
+    th2 = torch.randn(3, 3, generator=g, dtype=torch.float64).requires_grad_()
+    t1 = torch.log_softmax(torch.randn(3, generator=g, dtype=torch.float64), -1)
+    t2 = torch.log_softmax(torch.randn(3, 3, generator=g, dtype=torch.float64), -1)
+    return th1, th2, t1, t2
+
+
+def kl(p_log, q_log):
+    return (p_log.exp() * (p_log - q_log)).sum(-1)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_distil_gradient_is_the_exact_gradient_of_the_sequence_objective(seed):
+    # J = E_{y ~ pi}[KL_0 + KL_1(y_1)], enumerated exactly; the loss on each of the 9 sequences, weighted by
+    # its probability, must give the same gradient (seq-mean-token-sum: one sequence, tokens summed)
+    th1, th2, t1, t2 = two_step_toy(seed)
+    s1, s2 = torch.log_softmax(th1, -1), torch.log_softmax(th2, -1)
+    exact = kl(t1, s1) + (s1.exp() * kl(t2, s2)).sum()
+    g_exact = torch.autograd.grad(exact, (th1, th2))
+    cfg = AlgorithmConfig(loss_agg="seq-mean-token-sum")
+    for future, should_match in ((True, True), (False, False)):
+        acc = [torch.zeros_like(th1), torch.zeros_like(th2)]
+        for a in range(3):
+            for b in range(3):
+                s1, s2 = torch.log_softmax(th1, -1), torch.log_softmax(th2, -1)
+                logits = torch.stack([s1, s2[a]])[None]  # (1, 2, V)
+                ids = torch.tensor([[a, b]])
+                logp = logits.gather(-1, ids[..., None]).squeeze(-1)
+                inp = LossInput(
+                    logprobs=logp,
+                    old_logprobs=logp.detach(),
+                    advantages=torch.zeros(1, 2),
+                    mask=torch.ones(1, 2, dtype=torch.float64),
+                    num_tokens=2.0,
+                    num_seqs=1.0,
+                    norm_length=2.0,
+                    logits=logits,
+                    teacher_logprobs=torch.stack([t1, t2[a]])[None],
+                    group_index=torch.zeros(1, dtype=torch.long),
+                )
+                loss, _ = LOSSES.get("distil")(inp, cfg, DistilParams(teacher="x", future=future))
+                grads = torch.autograd.grad(loss, (th1, th2))
+                weight = float(torch.exp(logp.detach().sum()))  # pi(a, b)
+                acc = [x + weight * gr for x, gr in zip(acc, grads)]
+        close = all(torch.allclose(x, e, atol=1e-10) for x, e in zip(acc, g_exact))
+        assert close == should_match, (future, acc, g_exact)
+
+
+def test_distil_future_disagreement_and_its_baseline_by_hand():
+    from ascent.algorithms.losses import future_disagreement
+
+    d = torch.tensor([[1.0, 2.0, 3.0], [0.5, 0.5, 0.0], [4.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    plain = future_disagreement(d, mask, None, baseline=True)
+    assert plain.tolist() == [[5.0, 3.0, 0.0], [0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]
+    groups = torch.tensor([0, 0, 1])
+    got = future_disagreement(d, mask, groups, baseline=True)
+    # rows 0 and 1 share a group: each is baselined by the other at the positions both have
+    assert got.tolist() == [[4.5, 3.0, 0.0], [-4.5, -3.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_distil_self_teacher_is_the_policy_conditioned_on_the_feedback(tiny_policy, tokenizer):
+    from ascent.algorithms.distil import DistilState
+    from ascent.policy.model import full_logprobs
+
+    class Harness:
+        def __init__(self) -> None:
+            self.policy_model, self.tokenizer = tiny_policy.model, tokenizer
+
+        def full_logprobs(self, model, ids, mask):
+            return full_logprobs(model, ids, mask)
+
+        def load_frozen(self, path):
+            raise AssertionError("teacher=self loads nothing")
+
+    enc = lambda text: list(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    rows = [enc("12+3="), enc("4+5=9")]
+    width = max(map(len, rows)) + 1
+    ids = torch.full((2, width), tokenizer.pad_token_id)
+    att = torch.zeros(2, width, dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)], att[i, : len(r)] = torch.tensor(r), 1
+    batch = types.SimpleNamespace(input_ids=ids, attention_mask=att, fields=[{"answer": "15"}, {"answer": "9"}])
+    state = DistilState(DistilParams(teacher="self", feedback="{answer}="), Harness())
+    state.begin_update(batch, None, None, None)
+    out = state.token_inputs(ids[[1, 0], :-1], att[[1, 0], :-1])["teacher_logprobs"]  # another order, trimmed
+    for j, i in enumerate((1, 0)):
+        note = enc(batch.fields[i]["answer"] + "=")
+        seq = torch.tensor([note + rows[i]])
+        want = full_logprobs(tiny_policy.model, seq, torch.ones_like(seq))[0, len(note) :]
+        assert torch.allclose(out[j, : len(rows[i])], want, atol=1e-5)
+    plain = full_logprobs(tiny_policy.model, ids[:1, :-1], att[:1, :-1])[0, : len(rows[0])]
+    assert not torch.allclose(out[1, : len(rows[0])], plain, atol=1e-3)  # the feedback changed the teacher
+    with pytest.raises(ValueError, match="feedback"):
+        DistilParams(teacher="self")
