@@ -46,6 +46,7 @@ LAYERS = [
     "ascent.agents",
     "ascent.tasks",
     "ascent.classic",
+    "ascent.incontext",
     "ascent.config",
     "ascent.trainer",
     "ascent.runtime",
