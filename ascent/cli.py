@@ -301,6 +301,8 @@ LIST_KINDS = [
     "classic_wrappers",
     "constraints",
     "runtimes",
+    "incontext_families",
+    "incontext_sources",
 ]
 
 

@@ -25,6 +25,8 @@ def registries() -> dict[str, Registry]:
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.data.samplers import SAMPLERS
+    from ascent.incontext.histories import SOURCES
+    from ascent.incontext.tasks import FAMILIES
     from ascent.rewards import REWARDS
     from ascent.rewards.constraints import CONSTRAINTS
     from ascent.rollout.backends import ENGINES
@@ -48,6 +50,8 @@ def registries() -> dict[str, Registry]:
         "warmstart-data": WARMSTART_DATA,
         "classic": CLASSIC,
         "classic_wrappers": CLASSIC_WRAPPERS,
+        "incontext_families": FAMILIES,
+        "incontext_sources": SOURCES,
     }
 
 

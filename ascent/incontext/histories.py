@@ -28,8 +28,40 @@ from typing import Optional, Protocol
 
 import numpy as np
 
-from ascent.incontext.tasks import Family, TaskBatch
-from ascent.registry import Registry
+from ascent.incontext.tasks import AD, Family, TaskBatch
+from ascent.registry import Paper, Registry
+
+AD_EPS = Paper(
+    "AD-eps",
+    "Zisman et al.",
+    2023,
+    "Emergence of In-Context Reinforcement Learning from Noise Distillation",
+    "arXiv:2312.12275",
+)
+UCB1 = Paper(
+    "UCB1",
+    "Auer, Cesa-Bianchi & Fischer",
+    2002,
+    "Finite-time Analysis of the Multiarmed Bandit Problem (Machine Learning 47)",
+    "Machine Learning 47:235-256 (no arXiv id)",
+    section="baselines",
+)
+THOMPSON = Paper(
+    "Thompson sampling",
+    "Thompson",
+    1933,
+    "On the Likelihood that One Unknown Probability Exceeds Another in View of the Evidence of Two Samples",
+    "Biometrika 25:285-294 (no arXiv id)",
+    section="baselines",
+)
+Q_LEARNING = Paper(
+    "Q-learning",
+    "Watkins & Dayan",
+    1992,
+    "Q-learning (Machine Learning 8)",
+    "Machine Learning 8:279-292 (no arXiv id)",
+    section="baselines",
+)
 
 SOURCES: Registry = Registry("in-context source")
 """History sources: name -> factory(batch, total_steps, seed, params) -> Source."""
@@ -186,7 +218,7 @@ class UCB:
         self.sums[rows, actions] += rewards
 
 
-@SOURCES.register("ucb", params=UCBParams)
+@SOURCES.register("ucb", params=UCBParams, paper=UCB1, fidelity="faithful")
 def ucb(batch: TaskBatch, total_steps: int, seed: int, params: UCBParams = UCBParams()) -> UCB:
     """UCB1 (Auer, Cesa-Bianchi and Fischer 2002): argmax mean(a) + c sqrt(ln t / n(a)), untried arms first."""
     return UCB(batch, total_steps, seed, params)
@@ -206,7 +238,7 @@ class Thompson:
         self.b[rows, actions] += 1 - rewards
 
 
-@SOURCES.register("thompson")
+@SOURCES.register("thompson", paper=THOMPSON, fidelity="faithful")
 def thompson(batch: TaskBatch, total_steps: int, seed: int) -> Thompson:
     """Thompson sampling (Thompson 1933) with Beta(1 + successes, 1 + failures) posteriors, Bernoulli rewards."""
     return Thompson(batch, total_steps, seed)
@@ -255,7 +287,16 @@ class QLearning:
         self.q[rows, state, actions] += self.p.lr * (target - self.q[rows, state, actions])
 
 
-@SOURCES.register("q_learning", params=QLearningParams)
+@SOURCES.register(
+    "q_learning",
+    params=QLearningParams,
+    paper=(Q_LEARNING, AD),
+    fidelity="reduced",
+    departures=(
+        "AD's source on the grids is A3C; a tabular learner (optimistic values, decaying eps-greedy) costs seconds",
+        "the learner sees the Markov state (Key-to-Door: cell and key/door flags), the distilled model the cell only",
+    ),
+)
 def q_learning(batch: TaskBatch, total_steps: int, seed: int, params: QLearningParams = QLearningParams()) -> QLearning:
     """Tabular Q-learning (Watkins 1989), epsilon-greedy with optimistic initial values, on the Markov state."""
     return QLearning(batch, total_steps, seed, params)
@@ -290,7 +331,13 @@ class NoisyExpert:
         pass
 
 
-@SOURCES.register("noisy_expert", params=NoisyExpertParams)
+@SOURCES.register(
+    "noisy_expert",
+    params=NoisyExpertParams,
+    paper=AD_EPS,
+    fidelity="faithful",
+    departures=("eps falls per step over a fraction of the whole history, as in the authors' code (decay=0.9)",),
+)
 def noisy_expert(
     batch: TaskBatch, total_steps: int, seed: int, params: NoisyExpertParams = NoisyExpertParams()
 ) -> NoisyExpert:
@@ -299,7 +346,12 @@ def noisy_expert(
     return NoisyExpert(batch, total_steps, seed, params)
 
 
-@SOURCES.register("expert")
+@SOURCES.register(
+    "expert",
+    paper=AD,
+    fidelity="faithful",
+    departures=("the optimal policy is computed from the task (rows first, then columns), not a trained agent",),
+)
 def expert(batch: TaskBatch, total_steps: int, seed: int) -> NoisyExpert:
     """The optimal policy (expert distillation's data: no exploration, no improvement in the history)."""
     return NoisyExpert(batch, total_steps, seed, NoisyExpertParams(eps_start=0.0, eps_end=0.0))

@@ -30,7 +30,23 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 
-from ascent.registry import Registry
+from ascent.registry import Paper, Registry
+
+AD = Paper(
+    "AD",
+    "Laskin et al.",
+    2022,
+    "In-context Reinforcement Learning with Algorithm Distillation",
+    "arXiv:2210.14215",
+)
+DPT = Paper(
+    "DPT",
+    "Lee et al.",
+    2023,
+    "Supervised Pretraining Can Learn In-Context Reinforcement Learning",
+    "arXiv:2306.14892",
+    section="related",
+)
 
 FAMILIES: Registry = Registry("in-context task family")
 """In-context task families: name -> factory(params) -> Family (`ascent list incontext_families --params`)."""
@@ -233,7 +249,16 @@ class BanditParams:
             raise ValueError("bandit needs arms >= 2, num_train >= 1 and num_test >= 1")
 
 
-@FAMILIES.register("bandit", params=BanditParams)
+@FAMILIES.register(
+    "bandit",
+    params=BanditParams,
+    paper=DPT,
+    fidelity="reduced",
+    departures=(
+        "Bernoulli rewards with uniform means; DPT's bandits add Gaussian noise to the arm mean",
+        "one pull per episode, observation always 0 (the in-context model sees the pull history only)",
+    ),
+)
 def bandit(params: BanditParams = BanditParams()) -> Family:
     """K-armed Bernoulli bandits, one pull per episode (DPT, Lee et al. 2023, arXiv:2306.14892)."""
     train = np.random.default_rng([params.split_seed, 0]).random((params.num_train, params.arms))
@@ -257,7 +282,13 @@ class DarkRoomParams:
             raise ValueError("darkroom needs size >= 2 and horizon >= 1")
 
 
-@FAMILIES.register("darkroom", params=DarkRoomParams)
+@FAMILIES.register(
+    "darkroom",
+    params=DarkRoomParams,
+    paper=AD,
+    fidelity="faithful",
+    departures=("the held-out goals are a seeded permutation's first num_test cells (20 of 81 by default)",),
+)
 def darkroom(params: DarkRoomParams = DarkRoomParams()) -> Family:
     """Dark Room: find a hidden goal cell from the centre of a 9 x 9 room (Laskin et al. 2022, arXiv:2210.14215)."""
     s = params.size
@@ -283,7 +314,15 @@ class KeyToDoorParams:
             raise ValueError("key_to_door needs size >= 2 and horizon >= 2")
 
 
-@FAMILIES.register("key_to_door", params=KeyToDoorParams)
+@FAMILIES.register(
+    "key_to_door",
+    params=KeyToDoorParams,
+    paper=AD,
+    fidelity="faithful",
+    departures=(
+        "the start cell is drawn per episode; the door pays once per episode and the episode runs on (return <= 2)",
+    ),
+)
 def key_to_door(params: KeyToDoorParams = KeyToDoorParams()) -> Family:
     """Dark Key-to-Door: reach a hidden key, then a hidden door (Laskin et al. 2022, arXiv:2210.14215)."""
     s = params.size
