@@ -70,7 +70,6 @@ NOT_YET_DECLARED = frozenset(
         "rewards base_and_bonus",
         "rewards brier",
         "rewards ccc",
-        "rewards citation_rubric",
         "rewards code_tests",
         "rewards confidence",
         "rewards constraints",

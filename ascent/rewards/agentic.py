@@ -29,8 +29,17 @@ from typing import Any, Optional, Sequence
 from ascent.envs.search_world import normalize
 from ascent.envs.tool_env import parse_answer
 from ascent.envs.tools import ToolCall, parse_tool_calls
+from ascent.registry import Paper
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.shaping import Matcher, call_reward
+
+CARR = Paper(
+    "CaRR",
+    "Zhang et al.",
+    2026,
+    "Chaining the Evidence: Robust Reinforcement Learning for Deep Search Agents with Citation-Aware Rubric Rewards",
+    "arXiv:2601.06021",
+)
 
 Values = list[Optional[float]]
 _SOURCE = re.compile(r"<source>\s*(external|internal)\s*</source>", re.IGNORECASE)
@@ -219,7 +228,46 @@ def citations(turn_texts: Optional[list[str]], completion: str) -> set[str]:
     return {c for body in _CITE.findall(text) for c in re.split(r"[,\s]+", body.strip()) if c}
 
 
-@REWARDS.register("citation_rubric")
+def rubric_score(
+    completion: str,
+    gold: Any,
+    evidence: list[str],
+    titles: Optional[list[str]],
+    info: Optional[dict[str, Any]],
+    texts: Optional[list[str]],
+) -> float:
+    """CaRR's rubric reward of one episode (see `citation_rubric`): the share of the k hop items that are
+    satisfied and connected to the answer."""
+    k = len(evidence)
+    titles = list(titles or [])
+    cited, seen = citations(texts, completion), _seen(info)
+    spoken = f" {normalize(' '.join(texts) if texts else completion)} "
+    named = lambda t: f" {normalize(t)} " in spoken  # noqa: E731
+    pred = final_answer(completion, info, texts)
+    right = gold is not None and pred is not None and normalize(pred) == normalize(str(gold))
+    satisfied = []
+    for i, doc in enumerate(evidence):
+        entities = [named(titles[i])] if 1 <= i < len(titles) else []  # hop 0's subject is in the question
+        entities.append(named(titles[i + 1]) if i + 1 < k and i + 1 < len(titles) else pred is not None)
+        supported = doc in cited and doc in seen and (i + 1 < k or right)  # the last hop's object is E0
+        satisfied.append(all(entities) and supported)
+    connected = 0  # BFS from the answer E0 over a chain: the unbroken run of satisfied items from the last hop
+    for ok in reversed(satisfied):
+        if not ok:
+            break
+        connected += 1
+    return connected / k
+
+
+@REWARDS.register(
+    "citation_rubric",
+    paper=CARR,
+    fidelity="reduced",
+    departures=(
+        "rubrics are the gold hop documents and titles matched as strings; CaRR has an LLM identify the "
+        "entities and judge each filled statement against the cited pages (no judge model at CPU scale)",
+    ),
+)
 def citation_rubric(
     prompts: list[str],
     completions: list[str],
@@ -230,13 +278,17 @@ def citation_rubric(
     agent_turn_texts=None,
     **_: Any,
 ) -> Values:
-    """CaRR citation rubric (Zhang et al., 2026, arXiv:2601.06021): the question is decomposed into
-    single-hop rubric items: for every hop i the evidence document e_i is cited (`<cite>e_i</cite>`) AND was
-    retrieved or opened (a citation of an unseen document does not count); for every hidden bridge entity
-    (hops 2..k, named in `evidence_titles`) the agent names it in its turns; and the chain item: all of these
-    hold and the final answer is correct. r = satisfied items / items, in [0, 1]. No `evidence`: None. C-GRPO
-    mixes it with the outcome (the CaRR scripts suggest weight 0.3:
-    `reward=[answer_em,citation_rubric] reward_weights=[1,0.3]`)."""
+    """CaRR citation rubric (Zhang et al., 2026, arXiv:2601.06021; authors' reward server
+    github.com/THUDM/CaRR): one rubric item per hop i, the single-hop statement "entity_i -> entity_{i+1}"
+    (the last hop's object is the answer, CaRR's E0). Item i counts (score 1) only when all three hold:
+    its hidden entities are identified (bridge entities `evidence_titles[1:]` named in the agent's turns;
+    E0: a final answer given), it is supported (its document e_i is cited, `<cite>e_i</cite>`, and was
+    retrieved or opened; for the last hop the filled statement holds only if the answer is the gold one),
+    and it is connected to the answer (reachable from E0 through satisfied items; on a chain: every later
+    hop is satisfied too). r = counted items / k, in [0, 1]; correctness is not a separate item. No
+    `evidence`: None. Reduction: the rubrics are the gold hop documents and titles matched as strings,
+    where CaRR has an LLM identify the entities and judge each filled statement against the cited pages.
+    C-GRPO's combination with the outcome is the `c_grpo` reward."""
     n = len(completions)
     out: Values = []
     rows = zip(
@@ -248,16 +300,55 @@ def citation_rubric(
         _col(agent_turn_texts, n),
     )
     for c, gold, ev, titles, info, texts in rows:
-        if not ev:
+        out.append(None if not ev else rubric_score(c, gold, list(ev), titles, info, texts))
+    return out
+
+
+@REWARDS.register(
+    "c_grpo",
+    paper=CARR,
+    fidelity="reduced",
+    departures=(
+        "the rubric is `citation_rubric`'s string-matched one; the optional normalisation of the rubric by the "
+        "group's best correct rollout is not applied (rewards are per rollout)",
+    ),
+)
+def c_grpo(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    evidence=None,
+    evidence_titles=None,
+    agent_info=None,
+    agent_turn_texts=None,
+    alpha: float = 0.3,
+    **_: Any,
+) -> Values:
+    """C-GRPO's reward (CaRR, Zhang et al., 2026, arXiv:2601.06021): r = (1 - alpha) o + alpha o R_rubric,
+    o = 1 for an exactly right answer (normalised), R_rubric = `citation_rubric`: the rubric counts for
+    correct rollouts only, so a wrong answer gets 0 however well it cites. alpha = 0.3 as in the CaRR
+    scripts' rubric_reward_ratio. No answer: None. Reduction: the paper's optional normalisation of the rubric
+    by the group's best correct rollout is not applied (rewards are per rollout here)."""
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"c_grpo: alpha must be in [0, 1], got {alpha}")
+    n = len(completions)
+    out: Values = []
+    rows = zip(
+        completions,
+        _col(answer, n),
+        _col(evidence, n),
+        _col(evidence_titles, n),
+        _col(agent_info, n),
+        _col(agent_turn_texts, n),
+    )
+    for c, gold, ev, titles, info, texts in rows:
+        if gold is None:
             out.append(None)
             continue
-        cited, seen = citations(texts, c), _seen(info)
-        items = [d in cited and d in seen for d in ev]
-        spoken = f" {normalize(' '.join(texts) if texts else c)} "
-        items += [f" {normalize(t)} " in spoken for t in (titles or [])[1:]]
         pred = final_answer(c, info, texts)
-        items.append(all(items) and gold is not None and pred is not None and normalize(pred) == normalize(str(gold)))
-        out.append(sum(items) / len(items))
+        o = float(pred is not None and normalize(pred) == normalize(str(gold)))
+        rubric = rubric_score(c, gold, list(ev), titles, info, texts) if ev else 0.0
+        out.append((1.0 - alpha) * o + alpha * o * rubric)
     return out
 
 

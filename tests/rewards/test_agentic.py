@@ -128,26 +128,31 @@ def test_source_consistency():
 
 
 def test_citation_rubric_two_hops():
-    cr = REWARDS.get("citation_rubric")
+    cr, cg = REWARDS.get("citation_rubric"), REWARDS.get("c_grpo")
     ev, titles = ["doc-001", "doc-007"], ["Kalo Miran", "Silthar Labs"]
     seen = info("Velmor", calls=3, retrieved=["doc-001", "doc-003"], opened=["doc-007"])
     full = ["I found Silthar Labs", "<answer>Velmor</answer> <cite>doc-001, doc-007</cite>"]
-    partial = [
-        "<answer>Velmor</answer> <cite>doc-001 doc-009</cite>"
-    ]  # cites one seen doc + one unseen; no bridge named
+    partial = ["<answer>Velmor</answer> <cite>doc-001 doc-009</cite>"]  # one seen doc + one unseen; no bridge named
     unseen = ["Silthar Labs <cite>doc-007</cite>", "<answer>Nobody</answer>"]
-    out = cr(
-        [""] * 3,
-        [""] * 3,
-        answer=["Velmor"] * 3,
-        evidence=[ev] * 3,
-        evidence_titles=[titles] * 3,
-        agent_info=[seen, seen, info("Nobody", retrieved=["doc-001"])],
-        agent_turn_texts=[full, partial, unseen],
+    last_hop = ["Silthar Labs", "<answer>Velmor</answer> <cite>doc-007</cite>"]  # hop 1 only: 1 of 2, connected
+    unnamed = ["<answer>Velmor</answer> <cite>doc-001, doc-007</cite>"]  # both cited, the bridge never named
+    wrong = ["I found Silthar Labs", "<answer>Nobody</answer> <cite>doc-001, doc-007</cite>"]  # hop 0 not connected
+    texts = [full, partial, unseen, last_hop, unnamed, wrong]
+    infos = [seen, seen, info("Nobody", retrieved=["doc-001"]), seen, seen, {**seen, "answer": "Nobody"}]
+    kw = dict(
+        answer=["Velmor"] * 6,
+        evidence=[ev] * 6,
+        evidence_titles=[titles] * 6,
+        agent_info=infos,
+        agent_turn_texts=texts,
     )
-    # items: cite doc-001, cite doc-007, name the bridge "Silthar Labs", chain (all + correct)
-    assert out == pytest.approx([4 / 4, 1 / 4, 1 / 4])
+    # an item counts only when its entities are named, its document cited and seen, and it connects to the answer
+    assert cr([""] * 6, [""] * 6, **kw) == pytest.approx([1.0, 0.0, 0.0, 0.5, 0.0, 0.0])
     assert cr([""], [""], evidence=[None]) == [None]
+    # C-GRPO: (1 - a) o + a o R_rubric, the rubric gated by correctness
+    assert cg([""] * 6, [""] * 6, alpha=0.3, **kw) == pytest.approx([1.0, 0.7, 0.0, 0.85, 0.7, 0.0])
+    with pytest.raises(ValueError, match="alpha"):
+        cg([""], [""], answer=["x"], alpha=2.0)
 
 
 def test_evidence_recall():
