@@ -69,7 +69,6 @@ NOT_YET_DECLARED = frozenset(
         "rewards answer_is",
         "rewards base_and_bonus",
         "rewards brier",
-        "rewards ccc",
         "rewards code_tests",
         "rewards confidence",
         "rewards constraints",

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from ascent.registry import Paper
 from ascent.rewards.builtin import _NUMBER, REWARDS
 
 Values = list[Optional[float]]
@@ -272,7 +273,22 @@ def concordance(x: Sequence[float], y: Sequence[float]) -> float:
     return float(2.0 * ((xa - mx) * (ya - my)).mean() / den)
 
 
-@REWARDS.register("ccc")
+@REWARDS.register(
+    "ccc",
+    paper=Paper(
+        "CCC reward",
+        "Du, Song & Li",
+        2026,
+        "Injecting Distributional Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression",
+        "arXiv:2605.01402",
+    ),
+    fidelity="reduced",
+    departures=(
+        "the per-rollout attribution of the batch CCC is not in the abstract: the default `loo` (and `batch`, "
+        "`slot`) are ascent's readings; `anchor` follows a secondary summary, unchecked against the paper's text",
+        "the paper's format reward is not part of it (add the `format` reward)",
+    ),
+)
 def ccc(
     prompts: list[str],
     completions: list[str],
@@ -282,15 +298,21 @@ def ccc(
     group: Optional[list[Any]] = None,
     **_: Any,
 ) -> Values:
-    """Batch-level Concordance Correlation Coefficient reward for numeric regression ("Injecting Distributional
-    Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression", 2026, arXiv:2605.01402).
+    """Batch-level Concordance Correlation Coefficient reward for numeric regression (Du, Song & Li, 2026,
+    "Injecting Distributional Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression",
+    arXiv:2605.01402).
 
     The prediction is the last number of each completion, the target the row's numeric `answer`; CCC measures
-    agreement in correlation, scale and mean over the batch. Per-sample attribution (`attribution`):
-    "loo" (default): r_i = CCC(batch) - CCC(batch without i), positive when the sample improves the batch's
-    agreement; "batch": every sample gets CCC(batch); "slot": the j-th samples of all groups form one
-    pseudo-batch (one answer per prompt, needs `group`) and each member gets that pseudo-batch's CCC, so
-    samples of one prompt are compared through different batches. Samples without a number are left out of
+    agreement in correlation, scale and mean over the batch. How the batch CCC becomes a per-rollout reward
+    is not in the abstract; `attribution` picks one:
+    "anchor": r_ij = CCC([pred_ij] + [mean_j' pred_kj' for every other prompt k], [t_i] + [t_k]): each
+    rollout is scored against the other prompts' mean predictions as fixed anchors (needs `group`); this
+    follows a secondary summary of the paper's method, not checked against its text (section 3 was not
+    reachable), so it is not the default. Ascent's own readings: "loo" (default): r_i = CCC(batch) -
+    CCC(batch without i), positive when the sample improves the batch's agreement; "batch": every sample gets
+    CCC(batch); "slot": the j-th samples of all groups form one pseudo-batch (one answer per prompt, needs
+    `group`) and each member gets that pseudo-batch's CCC, so samples of one prompt are compared through
+    different batches (and share one number). Samples without a number are left out of
     the CCC and get `unparsable` (default 0: no contribution; set -1 to punish them, or None for no opinion);
     samples without a numeric answer get None.
     """
@@ -311,6 +333,16 @@ def ccc(
         for k, i in enumerate(idx):
             keep = np.arange(len(idx)) != k
             out[i] = whole - concordance(x[keep], y[keep])
+    elif attribution == "anchor":
+        if group is None:
+            raise ValueError("ccc(attribution='anchor') needs the per-sample `group` field")
+        members: dict[Any, list[int]] = {}
+        for i in idx:
+            members.setdefault(group[i], []).append(i)
+        anchor = {g: (float(np.mean([preds[i] for i in m])), targets[m[0]]) for g, m in members.items()}
+        for i in idx:
+            others = [anchor[g] for g in members if g != group[i]]
+            out[i] = concordance([preds[i]] + [a for a, _ in others], [targets[i]] + [t for _, t in others])
     elif attribution == "slot":
         if group is None:
             raise ValueError("ccc(attribution='slot') needs the per-sample `group` field")
@@ -325,7 +357,7 @@ def ccc(
             for i in members:
                 out[i] = value
     else:
-        raise ValueError(f"attribution must be 'loo', 'batch' or 'slot', not {attribution!r}")
+        raise ValueError(f"attribution must be 'anchor', 'loo', 'batch' or 'slot', not {attribution!r}")
     return out
 
 

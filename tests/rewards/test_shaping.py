@@ -192,6 +192,21 @@ def test_ccc_slot_attribution():
         ccc(_p(1), ["1"], answer=["1"], attribution="slot")
 
 
+def test_ccc_anchor_attribution_hand_values():
+    # 3 prompts x 2 rollouts; targets 1, 2, 4; group means of the predictions: 1.5, 2, 5
+    comps, answer, group = ["1", "2", "2", "2", "4", "6"], ["1", "1", "2", "2", "4", "4"], [0, 0, 1, 1, 2, 2]
+    out = ccc(_p(6), comps, answer=answer, group=group, attribution="anchor")
+    # rollout 0 of prompt 0: x = [1, 2, 5], y = [1, 2, 4] -> means 8/3, 7/3; var x 26/9, var y 14/9,
+    # cov 19/9: CCC = 2 (19/9) / (26/9 + 14/9 + 1/9) = 38/41
+    assert out[0] == pytest.approx(38 / 41)
+    assert out[0] == pytest.approx(_slow_ccc([1, 2, 5], [1, 2, 4]))
+    assert out[1] == pytest.approx(_slow_ccc([2, 2, 5], [1, 2, 4]))  # the same anchors, its own prediction
+    assert out[4] == pytest.approx(_slow_ccc([4, 1.5, 2], [4, 1, 2]))
+    assert out[0] > out[1]  # the rollout that predicted its own target better is rewarded more
+    with pytest.raises(ValueError, match="group"):
+        ccc(_p(1), ["1"], answer=["1"], attribution="anchor")
+
+
 # ------------------------------------------------------------------------------------------- darl (DARL)
 
 
