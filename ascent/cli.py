@@ -6,7 +6,7 @@ ascent make-steps [RECIPE] [prm.KEY=VALUE | key=value ...] [--out DIR]
 ascent train-prm [RECIPE] [prm.KEY=VALUE | rm.KEY=VALUE | key=value ...]
 ascent train-pref [RECIPE] [pairs.KEY=VALUE | pref.KEY=VALUE | key=value ...]
 ascent make-pairs [RECIPE] [pairs.KEY=VALUE | key=value ...] [--out DIR]
-ascent eval RUN_DIR_OR_CHECKPOINT [key=value ...]
+ascent eval [RUN_DIR | CHECKPOINT | HF_FOLDER] [key=value ...] [--task SPEC] [--recipe R] [--by FIELD] [--out FILE]
 ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
 ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic|...] [--params]
@@ -171,20 +171,33 @@ def cmd_train_pref(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    from ascent.app import model_eval
     from ascent.app.classic import evaluate_checkpoint, is_classic_run
-    from ascent.app.pipeline import evaluate, prepare
+    from ascent.app.pipeline import prepare
     from ascent.app.runs import find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
 
-    run_dir, model_dir = find_config(Path(args.target))
-    if is_classic_run(run_dir):  # a Gymnasium run: deterministic episodes of the checkpoint's policy
-        print(json.dumps(evaluate_checkpoint(run_dir, model_dir, args.overrides), indent=2))
+    target, overrides = args.target, list(args.overrides)
+    if target is not None and "=" in target and not Path(target).exists():  # `ascent eval key=value ...`
+        target, overrides = None, [target, *overrides]
+    try:
+        run_dir, model_dir = find_config(Path(target)) if target is not None else (None, None)
+    except FileNotFoundError:
+        run_dir, model_dir = None, Path(target)  # not a run: a Hugging Face model folder (checked by model_eval)
+    if run_dir is None:  # a model folder, or (no target) the recipe's own model
+        cfg = model_eval.model_config(model_dir, args.recipe, args.task, overrides)
+        result = model_eval.evaluate_model(cfg, args.by)
+    elif is_classic_run(run_dir):  # a Gymnasium run: deterministic episodes of the checkpoint's policy
+        print(json.dumps(evaluate_checkpoint(run_dir, model_dir, overrides), indent=2))
         return 0
-    cfg = read_run_config(run_dir, args.overrides)
-    run, policy = prepare(cfg, run_dir, {})
-    load_weights(policy.model, model_dir)
-    result = evaluate(run, policy)
-    print(json.dumps({"checkpoint": str(model_dir), **result}, indent=2))
+    else:
+        cfg = read_run_config(run_dir, model_eval.model_overrides(None, args.task) + overrides)
+        run, policy = prepare(cfg, run_dir, {})
+        load_weights(policy.model, model_dir)
+        result = {"checkpoint": str(model_dir), **model_eval.run_evaluation(run.evaluator, policy, cfg, args.by)}
+    model_eval.print_table(result)
+    model_eval.write_result(result, args.out)
+    print(json.dumps(result, indent=2))
     return 0
 
 
@@ -367,9 +380,17 @@ def parser() -> argparse.ArgumentParser:
         help="a recipe (task, model, evaluation; default: default), then pairs.* / pref.* and recipe overrides",
     )
     pf.set_defaults(fn=cmd_train_pref)
-    e = sub.add_parser("eval", help="greedy accuracy and pass@k on the held-out set")
-    e.add_argument("target", help="run directory or checkpoint folder")
+    e = sub.add_parser("eval", help="greedy accuracy (strict and lenient), pass@k and length on a held-out set")
+    e.add_argument(
+        "target",
+        nargs="?",
+        help="run directory, checkpoint folder or Hugging Face model folder (none: --recipe's model)",
+    )
     e.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval.pass_k=16)")
+    e.add_argument("--task", help="evaluate on this task (a data.task spec, e.g. gsm8k or 'hf(path=...)')")
+    e.add_argument("--recipe", help="a model folder's or the base model's settings (default: default)")
+    e.add_argument("--by", help="also break greedy accuracy down by this row field (e.g. steps)")
+    e.add_argument("--out", type=Path, help="also write the result as JSON to this file")
     e.set_defaults(fn=cmd_eval)
     x = sub.add_parser(
         "export", help="write a run's model as a plain Hugging Face folder (LoRA merged) with its tokenizer"

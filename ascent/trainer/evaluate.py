@@ -170,7 +170,15 @@ class Evaluator:
     def __call__(self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
         """{'accuracy': greedy accuracy, 'accuracy_lenient', 'completion_len', the agent metrics, 'pass@1',
         f'pass@{k}' for k in pass_ks(pass_k): from pass_k samples per row at `temperature`}."""
+        return self.report(policy, pass_k, temperature, seed)[0]
+
+    def report(
+        self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0
+    ) -> tuple[dict[str, float], torch.Tensor, Optional[torch.Tensor]]:
+        """`__call__`'s metrics, and the greedy verdicts per held-out row: strict (P,) bool and lenient (P,) bool
+        (None without a lenient grader), e.g. for a breakdown by a row field (`ascent eval --by steps`)."""
         ok, loose, length, trajs = self.judge(policy, 1, 0.0, None)
+        greedy = ok[:, 0], (None if loose is None else loose[:, 0])
         result = {"accuracy": int(ok.sum()) / ok.numel()}  # exact fraction, not a float32 mean
         if loose is not None:
             result["accuracy_lenient"] = int(loose.sum()) / loose.numel()
@@ -187,4 +195,4 @@ class Evaluator:
             counts = ok.sum(-1).tolist()
             for k in pass_ks(pass_k):
                 result[f"pass@{k}"] = sum(pass_at_k(pass_k, c, k) for c in counts) / len(counts)
-        return result
+        return result, *greedy
