@@ -29,6 +29,7 @@ from random import Random
 from typing import Literal, Optional
 
 from ascent.config.schema import DataConfig
+from ascent.registry import Paper
 from ascent.tasks.base import TASKS, DataError, Row, TaskData
 from ascent.tasks.gsm_symbolic import final_answer
 
@@ -119,7 +120,29 @@ def gsm8k_teacher(row: Row, rng: Random) -> str:
     return worked_solution(row["solution"])
 
 
-@TASKS.register("gsm8k", params=Gsm8kParams)
+GSM8K = Paper(
+    "GSM8K",
+    "Cobbe et al.",
+    2021,
+    "Training Verifiers to Solve Math Word Problems",
+    "arXiv:2110.14168",
+    note="the answer rule `gsm8k` (the number after `####`) of task `hf`",
+)
+
+
+@TASKS.register(
+    "gsm8k",
+    params=Gsm8kParams,
+    paper=GSM8K,
+    fidelity="faithful",
+    departures=(
+        "prompts end with an instruction asking for a final sentence 'The answer is N.' (prompt_format=plain: the "
+        "bare question): the paper fine-tunes on its worked solutions and reads the answer after ####, and a small "
+        "instruct model given no format rarely states its answer where a strict grader can find it",
+        "difficulty = the number of calculator annotations <<...>> in the worked solution (the paper uses them for "
+        "its calculator, not as a difficulty)",
+    ),
+)
 def gsm8k(cfg: DataConfig, seed: int, params: Gsm8kParams = Gsm8kParams()) -> TaskData:
     """GSM8K (Cobbe et al. 2021, arXiv:2110.14168), shipped offline: train file for training, test file held out;
     `answer_is` (or `math_verify` for the plain format) and the lenient `last_number`."""

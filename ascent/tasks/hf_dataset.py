@@ -206,7 +206,7 @@ def to_rows(dataset: Any, params: HfParams, where: str) -> list[Row]:
     return rows
 
 
-@TASKS.register("hf", params=HfParams)
+@TASKS.register("hf", params=HfParams, paper=None, fidelity="ascent")
 def hf(cfg: DataConfig, seed: int, params: HfParams = HfParams()) -> TaskData:
     """Any dataset through the `datasets` library (Hub, local folder, JSONL/JSON/Parquet/CSV files) with column
     mapping and answer extraction; math-verify reward and the lenient last-number grader by default."""
