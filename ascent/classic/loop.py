@@ -62,7 +62,7 @@ class ClassicTrainer:
         self.make_eval = partial(make_env, cfg.env, cfg.wrappers, False)
         gamma = getattr(piece.params, "gamma", 0.99) if cfg.normalize_reward else None
         self.envs = VecEnv(self.make, cfg.num_envs, seed, cfg.normalize_obs, gamma, cfg.clip_obs, cfg.clip_reward)
-        ctx = ClassicContext(self.envs, cfg.total_steps, seed, torch.device(cfg.device))
+        ctx = ClassicContext(self.envs, cfg.total_steps, seed, torch.device(cfg.device), cfg.dataset)
         self.algo = piece(ctx)
         self.weights = Weights(self.algo.modules())
         self.episodes = 0

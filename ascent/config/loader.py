@@ -149,6 +149,7 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
 
 def spec_registries() -> dict[str, Any]:
     """The registry each piece-spec key resolves in."""
+    import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.classic import CLASSIC
     from ascent.data.samplers import SAMPLERS
@@ -170,6 +171,7 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
     """Check every piece spec against its registry (name, parameters, ranges) and write it back in the
     canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
     if cfg.classic is not None:  # a Gymnasium run: its algorithm only (the language-model pieces are unused)
+        import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
         from ascent.classic import CLASSIC
         from ascent.classic.wrappers import canonical_wrappers
 

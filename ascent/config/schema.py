@@ -395,6 +395,10 @@ class ClassicConfig:
     wrappers: list[str] = field(default_factory=list)
     """Environment wrappers, applied in order (the first innermost) to every training and evaluation environment:
     specs of the `classic_wrappers` registry, e.g. `[action_repeat(k=2)]` (`ascent list classic_wrappers --params`)."""
+    dataset: str = ""
+    """Offline algorithms (ascent.offline, docs/offline.md): the Minari dataset they learn from, a folder (e.g. one
+    written by `ascent collect`) or a Minari id; their total_steps, log_every, eval_every and checkpoint_every count
+    gradient steps. Empty for online algorithms."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,55 @@
+"""Networks of the offline algorithms beside the classic ones (`ascent.classic.networks`: `mlp`, `TwinQ`,
+`SquashedGaussianPolicy`, `QNetwork`); shapes in the comments (B: batch, D: observation size, A: action size)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ascent.classic.networks import mlp
+
+
+class DeterministicActor(nn.Module):
+    """a = scale * tanh(f(s)) + bias, inside the action bounds (TD3+BC's and BC's actor)."""
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: list[int], low, high) -> None:
+        super().__init__()
+        self.net = mlp([obs_dim, *hidden, action_dim], "relu")
+        self.register_buffer("scale", torch.as_tensor((high - low) / 2.0, dtype=torch.float32))
+        self.register_buffer("bias", torch.as_tensor((high + low) / 2.0, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.net(obs)) * self.scale + self.bias  # (B, A)
+
+
+class GaussianActor(nn.Module):
+    """pi(a|s) = N(scale * tanh(f(s)) + bias, diag(exp(log_std))^2), log_std a learned vector clamped to
+    [LOG_STD_MIN, LOG_STD_MAX] (IQL's actor in the authors' code and in CORL / d3rlpy)."""
+
+    LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+    def __init__(self, obs_dim: int, action_dim: int, hidden: list[int], low, high) -> None:
+        super().__init__()
+        self.mean = DeterministicActor(obs_dim, action_dim, hidden, low, high)
+        self.log_std = nn.Parameter(torch.zeros(action_dim))
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """log pi(a|s), (B,) for actions (B, A)."""
+        log_std = self.log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
+        z = (action - self.mean(obs)) / log_std.exp()  # (B, A)
+        return (-0.5 * z.pow(2) - log_std - 0.5 * torch.log(torch.tensor(2 * torch.pi))).sum(-1)
+
+    def sample(self, obs: torch.Tensor) -> torch.Tensor:
+        mean = self.mean(obs)
+        return mean + self.log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX).exp() * torch.randn_like(mean)
+
+
+class ValueNet(nn.Module):
+    """V(s): (B, D) -> (B,)."""
+
+    def __init__(self, obs_dim: int, hidden: list[int]) -> None:
+        super().__init__()
+        self.net = mlp([obs_dim, *hidden, 1], "relu")
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).squeeze(-1)
