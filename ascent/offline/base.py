@@ -86,13 +86,13 @@ class OfflineAlgorithm:
 
     def __init__(self, ctx: ClassicContext, params: Any, reward_scale: float | str = 1.0) -> None:
         self.ctx, self.p, self.steps, self.steps_per_iteration = ctx, params, 0, 1
-        self.data = dataset_of(ctx, self.name)
         envs = ctx.envs
         if envs.obs_norm is not None:
             raise ConfigError(
                 f"classic.normalize_obs: {self.name} normalises observations by the dataset's statistics itself "
                 "(its normalize_obs parameter); set classic.normalize_obs=false"
             )
+        self.data = dataset_of(ctx, self.name)
         d = self.data
         self.discrete = d.discrete
         self.obs_dim, self.action_dim = envs.obs_dim, (1 if d.discrete else d.actions.shape[1])

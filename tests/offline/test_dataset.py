@@ -41,7 +41,9 @@ def test_write_then_read_round_trips_every_field(tmp_path):
             assert np.array_equal(getattr(a, key), getattr(b, key)), key
     t = load_transitions(folder, "Pendulum-v1", 3)
     assert len(t) == 12 and t.env_id == "Pendulum-v1" and not t.discrete
-    assert np.array_equal(t.next_obs[:5], eps[0].observations[1:]) and np.array_equal(t.obs[5:], eps[1].observations[:-1])
+    assert np.array_equal(t.next_obs[:5], eps[0].observations[1:]) and np.array_equal(
+        t.obs[5:], eps[1].observations[:-1]
+    )
     assert t.terminated.tolist() == [0, 0, 0, 0, 1] + [0] * 7  # a truncated end is not terminal
     assert np.allclose(t.episode_returns, [eps[0].rewards.sum(), eps[1].rewards.sum()])
     assert t.normalized_score([-1000.0, -100.0]).tolist() == [0.0, 100.0]
