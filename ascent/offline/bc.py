@@ -18,6 +18,16 @@ from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import adam, mlp
 from ascent.offline.base import Batch, OfflineAlgorithm, check_common
 from ascent.offline.networks import DeterministicActor
+from ascent.registry import Paper
+
+BC_PAPER = Paper(
+    "BC",
+    "Pomerleau",
+    1991,
+    "Efficient Training of Artificial Neural Networks for Autonomous Navigation (Neural Computation 3(1))",
+    "Neural Computation 3(1):88-97 (no arXiv id)",
+    section="baselines",
+)
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,16 @@ class BC(OfflineAlgorithm):
         return [self.opt]
 
 
-@CLASSIC.register("bc", params=BCParams)
+@CLASSIC.register(
+    "bc",
+    params=BCParams,
+    paper=BC_PAPER,
+    fidelity="faithful",
+    departures=(
+        "an MLP with a tanh-bounded deterministic head trained by MSE (d3rlpy's and CORL's BC), not the 1991 "
+        "network; it is the BC baseline offline-RL papers report",
+    ),
+)
 def bc(ctx: ClassicContext, params: BCParams = BCParams()) -> BC:
     """Behaviour cloning from classic.dataset (Pomerleau 1991): MSE to the data's actions, or cross-entropy.
 

@@ -30,6 +30,16 @@ from torch import nn
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import QNetwork, SquashedGaussianPolicy, TwinQ, adam
 from ascent.offline.base import Batch, OfflineAlgorithm, check_common
+from ascent.registry import Paper
+
+CQL_PAPER = Paper(
+    "CQL",
+    "Kumar, Zhou, Tucker & Levine",
+    2020,
+    "Conservative Q-Learning for Offline Reinforcement Learning",
+    "arXiv:2006.04779",
+    section="baselines",
+)
 
 
 @dataclass(frozen=True)
@@ -245,7 +255,16 @@ class DiscreteCQL(OfflineAlgorithm):
         return [self.opt]
 
 
-@CLASSIC.register("cql", params=CQLParams)
+@CLASSIC.register(
+    "cql",
+    params=CQLParams,
+    paper=CQL_PAPER,
+    fidelity="faithful",
+    departures=(
+        "a fixed alpha only: the Lagrangian variant (alpha tuned to a target action gap) is not built",
+        "no behaviour-cloning warm-up of the policy and torch's default initialisation (CORL: orthogonal, 3 layers)",
+    ),
+)
 def cql(ctx: ClassicContext, params: CQLParams = CQLParams()) -> CQL:
     """CQL(H) on SAC from classic.dataset (Kumar et al. 2020, arXiv:2006.04779), continuous actions.
 
@@ -255,7 +274,16 @@ def cql(ctx: ClassicContext, params: CQLParams = CQLParams()) -> CQL:
     return CQL(ctx, params)
 
 
-@CLASSIC.register("discrete_cql", params=DiscreteCQLParams)
+@CLASSIC.register(
+    "discrete_cql",
+    params=DiscreteCQLParams,
+    paper=CQL_PAPER,
+    fidelity="faithful",
+    departures=(
+        "the CQL(H) term on double DQN with a Huber TD loss (d3rlpy's DiscreteCQL), not on the paper's QR-DQN: "
+        "small control tasks need no distributional critic",
+    ),
+)
 def discrete_cql(ctx: ClassicContext, params: DiscreteCQLParams = DiscreteCQLParams()) -> DiscreteCQL:
     """CQL(H) on double DQN from classic.dataset (Kumar et al. 2020, arXiv:2006.04779), discrete actions.
 

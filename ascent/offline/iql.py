@@ -24,6 +24,16 @@ from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import TwinQ, adam
 from ascent.offline.base import Batch, OfflineAlgorithm, check_common, cosine_lr
 from ascent.offline.networks import GaussianActor, ValueNet
+from ascent.registry import Paper
+
+IQL_PAPER = Paper(
+    "IQL",
+    "Kostrikov, Nair & Levine",
+    2021,
+    "Offline Reinforcement Learning with Implicit Q-Learning",
+    "arXiv:2110.06169",
+    section="baselines",
+)
 
 
 @dataclass(frozen=True)
@@ -146,7 +156,16 @@ class IQL(OfflineAlgorithm):
         return [self.actor_opt, self.critic_opt, self.value_opt]
 
 
-@CLASSIC.register("iql", params=IQLParams)
+@CLASSIC.register(
+    "iql",
+    params=IQLParams,
+    paper=IQL_PAPER,
+    fidelity="faithful",
+    departures=(
+        "continuous actions only (the paper's experiments are continuous; no discrete variant here)",
+        "torch's default initialisation and no policy dropout (the authors' MuJoCo settings use none)",
+    ),
+)
 def iql(ctx: ClassicContext, params: IQLParams = IQLParams()) -> IQL:
     """IQL from classic.dataset (Kostrikov et al. 2021, arXiv:2110.06169): expectile V, TD Q, AWR policy.
 

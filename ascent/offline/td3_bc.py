@@ -22,6 +22,16 @@ from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import TwinQ, adam
 from ascent.offline.base import Batch, OfflineAlgorithm, check_common
 from ascent.offline.networks import DeterministicActor
+from ascent.registry import Paper
+
+TD3_BC = Paper(
+    "TD3+BC",
+    "Fujimoto & Gu",
+    2021,
+    "A Minimalist Approach to Offline Reinforcement Learning",
+    "arXiv:2106.06860",
+    section="baselines",
+)
 
 
 @dataclass(frozen=True)
@@ -138,7 +148,13 @@ class TD3BC(OfflineAlgorithm):
         return [self.actor_opt, self.critic_opt]
 
 
-@CLASSIC.register("td3_bc", params=TD3BCParams)
+@CLASSIC.register(
+    "td3_bc",
+    params=TD3BCParams,
+    paper=TD3_BC,
+    fidelity="faithful",
+    departures=("the BC term is the mean squared error over batch and action dimensions, as in the authors' code",),
+)
 def td3_bc(ctx: ClassicContext, params: TD3BCParams = TD3BCParams()) -> TD3BC:
     """TD3+BC from classic.dataset (Fujimoto & Gu 2021, arXiv:2106.06860): TD3 + a BC term in the actor loss.
 
