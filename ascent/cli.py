@@ -53,6 +53,38 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from ascent.app.interrupt import StopRequested
+
+    run_dir: list[Path] = [Path(args.resume)] if args.resume else []  # _train adds a new run's folder
+    try:
+        return _train(args, run_dir)
+    except (StopRequested, KeyboardInterrupt) as err:
+        return stopped(run_dir[0] if run_dir else None, err)
+
+
+def stopped(run_dir: Path | None, err: BaseException) -> int:
+    """One line for a run stopped by Ctrl-C, with the command that continues it (exit status 130, as a shell
+    gives a process killed by SIGINT)."""
+    where = f" at {err.where}" if getattr(err, "where", None) else ""
+    if run_dir is not None and (run_dir / "config.yaml").exists():
+        print(f"ascent: stopped by Ctrl-C{where}; continue with: {ascent_command()} train --resume {run_dir}")
+    else:
+        print(f"ascent: stopped by Ctrl-C{where}, before anything was trained; nothing to resume")
+    return 130
+
+
+def ascent_command() -> str:
+    """How this process was started: `ascent` when that is on PATH, else the path typed (`.venv/bin/ascent`)."""
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "ascent"
+    if os.path.basename(argv0) != "ascent":
+        return "ascent"  # python -m ascent.cli, or tests
+    found = shutil.which("ascent")
+    return "ascent" if found and os.path.realpath(found) == os.path.realpath(argv0) else argv0
+
+
+def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
     from ascent.app.classic import is_classic_run, train_run
     from ascent.config import ConfigError, load_config
 
@@ -72,6 +104,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         train(run_dir=Path(args.resume), resume=True, overrides=overrides)
         return 0
     cfg = load_config(recipes[0] if recipes else "default", overrides)
+    run_dir.append(Path(cfg.output_dir) / cfg.name)
     if cfg.classic is not None:
         train_run(cfg, overwrite=args.overwrite)
         return 0

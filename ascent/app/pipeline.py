@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ import yaml
 from ascent.agents.collector import AgentCollector, pack_episodes
 from ascent.agents.loop import AgentConfig
 from ascent.app.classic import train_classic
+from ascent.app.interrupt import StopRequested, check_stop, graceful_stop, stop_requested
 from ascent.app.report import write_report
 from ascent.app.runs import RunDirError, opened_run, trackers
 from ascent.config.loader import derived, to_dict
@@ -29,7 +31,7 @@ from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_curves
-from ascent.logging.progress import progress_bar
+from ascent.logging.progress import eval_progress, progress_bar
 from ascent.policy.model import Policy, build_policy, count_parameters
 from ascent.rewards.runner import RewardRunner
 from ascent.rollout.backends import make_engine, resolve_rollout_precision
@@ -196,7 +198,21 @@ def print_header(run: Run, policy: Policy) -> None:
 
 
 def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
-    return run.evaluator(policy, run.cfg.eval.pass_k if pass_k else 0, run.cfg.rollout.temperature or 1.0, run.cfg.seed)
+    """Held-out accuracy (and pass@k), with a progress bar on a terminal; Ctrl-C stops it between batches."""
+    k = run.cfg.eval.pass_k if pass_k else 0
+    rows = len(run.evaluator.rows)
+    total = rows + (min(run.evaluator.pass_k_rows or rows, rows) if k else 0)
+    with eval_progress("evaluate", total, run.cfg.logging.progress) as advance:
+
+        def on_batch(done: int) -> None:
+            advance(done)
+            check_stop("an evaluation (it starts again on --resume)")
+
+        run.evaluator.on_batch = on_batch
+        try:
+            return run.evaluator(policy, k, run.cfg.rollout.temperature or 1.0, run.cfg.seed)
+        finally:
+            run.evaluator.on_batch = None
 
 
 def warmstart_data(run: Run, policy: Policy) -> tuple[list[dict[str, Any]], Demonstrations]:
@@ -214,8 +230,19 @@ def warmstart_data(run: Run, policy: Policy) -> tuple[list[dict[str, Any]], Demo
     return piece(ctx)
 
 
-def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConfig, eval_every: int) -> None:
-    """Warm start or control: imitate the teacher (the warm start: `warmstart.data`) for `steps` optimizer steps."""
+def sft_phase(
+    run: Run,
+    policy: Policy,
+    phase: str,
+    steps: int,
+    optim: OptimConfig,
+    eval_every: int,
+    ckpt: Optional[Checkpointer] = None,
+    checkpoint_every: int = 0,
+) -> None:
+    """Warm start or control: imitate the teacher (the warm start: `warmstart.data`) for `steps` optimizer steps.
+    With `ckpt`, continue from its latest checkpoint and save one every `checkpoint_every` steps and when Ctrl-C
+    stops the phase (`ascent.app.interrupt`)."""
     rows, demos = (
         warmstart_data(run, policy) if phase == "warmstart" else (run.task.train, make_demonstrations(run, policy))
     )
@@ -229,13 +256,30 @@ def sft_phase(run: Run, policy: Policy, phase: str, steps: int, optim: OptimConf
         run.cfg.train.micro_batch_size,
         run.cfg.seed + (1 if phase == "control" else 0),
     )
-    with progress_bar(phase, steps, run.cfg.logging.progress) as bar:
+    latest = ckpt.latest() if ckpt is not None else None
+    state = None
+    if latest is not None:
+        load_weights(policy.model, latest)
+        state = Checkpointer.load_state(latest)
+        console.print(f"resumed {phase} from {latest} (step {state['step']})")
+    run.logger.truncate_after(phase, state["step"] if state else 0)
+    seconds, t0, before = f"{phase}_seconds", time.perf_counter(), run.state.get(f"{phase}_seconds", 0.0)
+    lg = run.cfg.logging
+    with progress_bar(phase, steps, lg.progress, state["step"] if state else 0, lg.log_every) as bar:
 
         def on_step(step: int, m: dict[str, float]) -> None:
             run.logger.log(phase, step, m)
             bar.update(step, m)
+            stopping = stop_requested()
+            if ckpt is not None and step < steps and (stopping or (checkpoint_every and step % checkpoint_every == 0)):
+                ckpt.save(step, policy, job.state_dict())
+                run.state[seconds] = before + time.perf_counter() - t0
+                run.save_state()
+            if stopping:
+                raise StopRequested(f"{phase} step {step}")
 
-        job.run(on_step, lambda: evaluate(run, policy, pass_k=False), eval_every)
+        job.run(on_step, lambda: evaluate(run, policy, pass_k=False), eval_every, state)
+    run.state[seconds] = before + time.perf_counter() - t0
 
 
 def warmstart_folder(run: Run) -> Path:
@@ -244,19 +288,21 @@ def warmstart_folder(run: Run) -> Path:
 
 
 def warmstart(run: Run, policy: Policy) -> None:
-    """Train (or reload) the warm-start checkpoint."""
+    """Train (or reload) the warm-start checkpoint; an interrupted warm start continues from its last
+    checkpoint (warmstart_checkpoints/, removed once warmstart/ is written)."""
     folder = warmstart_folder(run)
     if run.state.get("warmstart_done") or run.cfg.warmstart.init_from:
         if not folder.exists():
             raise RunDirError(f"warmstart.init_from={str(folder)!r} does not exist")
         load_weights(policy.model, folder)
         return
-    t0 = time.perf_counter()
-    run.logger.truncate_after("warmstart", 0)
-    sft_phase(run, policy, "warmstart", run.cfg.warmstart.steps, run.cfg.warmstart.optim, run.cfg.warmstart.eval_every)
+    w = run.cfg.warmstart
+    ckpt = Checkpointer(run.dir / "warmstart_checkpoints", keep=1)
+    sft_phase(run, policy, "warmstart", w.steps, w.optim, w.eval_every, ckpt, w.checkpoint_every)
     save_folder_atomic(folder, policy.save)
-    run.state.update(warmstart_done=True, warmstart_seconds=time.perf_counter() - t0)
+    run.state.update(warmstart_done=True)
     run.save_state()
+    shutil.rmtree(ckpt.root, ignore_errors=True)
 
 
 def rl_phase(
@@ -296,7 +342,8 @@ def rl_phase(
         run.samples.truncate_after(phase, trainer.step_count)
     seconds = f"{phase}_seconds"
     t0, before = time.perf_counter(), run.state.get(seconds, 0.0)
-    with progress_bar(phase, cfg.train.steps, cfg.logging.progress, trainer.step_count) as bar:
+    lg = cfg.logging
+    with progress_bar(phase, cfg.train.steps, lg.progress, trainer.step_count, lg.log_every) as bar:
 
         def on_step(step: int, m: dict[str, float]) -> None:
             nonlocal pending
@@ -313,10 +360,13 @@ def rl_phase(
                 (cfg.train.checkpoint_every and step % cfg.train.checkpoint_every == 0)
                 or step == cfg.train.steps
                 or step == stop_at
+                or stop_requested()
             ):
                 run.state[seconds] = before + time.perf_counter() - t0
                 ckpt.save(step, policy, trainer.state_dict())
                 run.save_state()
+            if stop_requested() and step < cfg.train.steps:
+                raise StopRequested(f"{phase} step {step} (saved)")
 
         trainer.fit(on_step, stop_at)
     return trainer.step_count >= cfg.train.steps
@@ -347,7 +397,7 @@ def control_phase(run: Run, resume: bool = False) -> dict[str, float]:
         return evaluate(run, policy)
     policy = starting_policy(run)
     steps = derived(cfg).total_rl_optimizer_steps
-    sft_phase(run, policy, "control", steps, optim, cfg.train.eval_every)
+    sft_phase(run, policy, "control", steps, optim, cfg.train.eval_every)  # no checkpoints: it reruns on resume
     return evaluate(run, policy)
 
 
@@ -374,7 +424,8 @@ def train(
             )
             print_results(summary, run_dir)
             return summary
-        return run_phases(cfg, run_dir, state, resume, stop_at)
+        with graceful_stop():
+            return run_phases(cfg, run_dir, state, resume, stop_at)
 
 
 def run_phases(

@@ -301,6 +301,7 @@ def validate(cfg: RunConfig) -> None:
     for key, value in [
         ("train.steps", cfg.train.steps),
         ("warmstart.steps", cfg.warmstart.steps),
+        ("warmstart.checkpoint_every", cfg.warmstart.checkpoint_every),
         ("logging.samples_every", cfg.logging.samples_every),
         ("logging.samples_groups", cfg.logging.samples_groups),
     ]:

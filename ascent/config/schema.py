@@ -260,6 +260,9 @@ class WarmStartConfig:
     """Optimizer; anneal the lr so the warm start ends on a plateau."""
     eval_every: int = 100
     """Held-out accuracy every this many steps (shows the plateau)."""
+    checkpoint_every: int = 100
+    """Save a resumable warm-start checkpoint (warmstart_checkpoints/) every this many steps, and whenever Ctrl-C
+    stops the run (0: only then); `--resume` continues from it; removed once the warm start is done."""
     init_from: Optional[str] = None
     """Take the warm-start weights from this model folder (a run's `warmstart/` or a checkpoint) instead of
     training them; the control then continues from it too."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from math import comb
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -95,6 +95,8 @@ class Evaluator:
     """A lenient grader reported next to the strict one (single-turn tasks), e.g. `last_number`."""
     pass_k_rows: int = 0
     """pass@k on the first this many rows (0: all)."""
+    on_batch: Optional[Callable[[int], None]] = None
+    """Called with the number of rows after each batch is judged (a progress bar; may raise to stop)."""
 
     def __post_init__(self) -> None:
         if self.agent is not None and self.loop is None:
@@ -164,6 +166,8 @@ class Evaluator:
                 loose.append((second >= self.threshold).reshape(len(chunk), n))
             tokens += float(batch.completion_mask.sum())
             trajs += got
+            if self.on_batch is not None:
+                self.on_batch(len(chunk))
         lengths = tokens / max(1, len(todo) * n)
         return torch.cat(out), (torch.cat(loose) if loose else None), lengths, trajs
 

@@ -21,6 +21,7 @@ from ascent.policy.model import Policy, token_logprobs
 from ascent.rollout.batch import assemble
 from ascent.rollout.types import Generation, RolloutBatch
 from ascent.tasks.base import Teacher
+from ascent.trainer.checkpoint import rng_state, set_rng_state
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
 
@@ -100,12 +101,24 @@ class SFTRun:
         on_step: Callable[[int, dict[str, float]], None],
         evaluate: Optional[Callable[[], dict[str, float]]] = None,
         eval_every: int = 0,
+        state: Optional[dict[str, Any]] = None,
     ) -> None:
-        """Train; call on_step(step, metrics) after each step (with eval/ metrics every `eval_every`)."""
+        """Train; call on_step(step, metrics) after each step (with eval/ metrics every `eval_every`). `state`:
+        a `state_dict()` taken after some step, to continue from it exactly (row order, the teacher's random
+        draws, optimizer and schedule, global RNGs)."""
         sampler, rng = RowSampler(len(self.rows), self.seed), random.Random(self.seed)
         optimizer = make_optimizer(self.policy.model, self.optim)
         scheduler = make_scheduler(optimizer, self.optim, self.steps)
-        for step in range(1, self.steps + 1):
+        self.step_count = 0
+        if state is not None:
+            sampler.load_state_dict(state["sampler"])
+            rng.setstate(state["rng"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["global_rng"])
+            self.step_count = state["step"]
+        self._live = (sampler, rng, optimizer, scheduler)
+        for step in range(self.step_count + 1, self.steps + 1):
             self.policy.model.train()
             batch = self.demos([self.rows[i] for i in sampler.next(self.batch_size)], rng)
             loss, finite = nll_loss(self.policy, batch, self.micro_batch_size)
@@ -117,7 +130,21 @@ class SFTRun:
                 if finite
                 else (float("nan"), False)
             )
+            self.step_count = step
             metrics = {"loss/nll": loss, "loss/grad_norm": norm, "optim/lr": lr, "loss/skipped": float(not stepped)}
             if evaluate is not None and eval_every and (step % eval_every == 0 or step == self.steps):
                 metrics.update({f"eval/{k}": v for k, v in evaluate().items()})
             on_step(step, metrics)
+
+    def state_dict(self) -> dict[str, Any]:
+        """What `run(state=...)` continues from: the step taken last and everything the next one draws from
+        (call it from `on_step`)."""
+        sampler, rng, optimizer, scheduler = self._live
+        return {
+            "step": self.step_count,
+            "sampler": sampler.state_dict(),
+            "rng": rng.getstate(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "global_rng": rng_state(),
+        }

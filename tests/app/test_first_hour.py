@@ -141,3 +141,107 @@ def test_a_finished_run_resumed_says_complete_and_prints_its_results(tmp_path, c
     assert again == summary
     assert (tmp_path / "done" / "summary.json").stat().st_mtime_ns == written
     assert "already complete" in capsys.readouterr().out
+
+
+def interrupt_at(monkeypatch, phase, step):
+    """Press Ctrl-C (a real SIGINT to this process) right after `phase` logs `step`."""
+    import signal
+
+    from ascent.logging.metrics import MetricsLogger
+
+    real = MetricsLogger.log
+
+    def log(self, ph, st, metrics):
+        real(self, ph, st, metrics)
+        if (ph, st) == (phase, step):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(MetricsLogger, "log", log)
+
+
+def weights(folder):
+    from safetensors.torch import load_file
+
+    return load_file(folder / "model.safetensors")
+
+
+def test_ctrl_c_in_the_warm_start_saves_and_resumes_exactly(tmp_path, monkeypatch):
+    from ascent.app.interrupt import StopRequested
+
+    extra = ["warmstart.steps=6", "warmstart.checkpoint_every=0", "train.steps=0"]
+    whole = train(tiny(tmp_path, "name=whole", *extra))
+    with monkeypatch.context() as m:
+        interrupt_at(m, "warmstart", 3)
+        with pytest.raises(StopRequested, match="warmstart step 3"):
+            train(tiny(tmp_path, "name=cut", *extra))
+    cut = tmp_path / "cut"
+    assert (cut / "warmstart_checkpoints").is_dir() and not (cut / "warmstart").exists()
+    resumed = train(run_dir=cut, resume=True)
+    assert not (cut / "warmstart_checkpoints").exists()
+    a, b = weights(tmp_path / "whole" / "warmstart"), weights(cut / "warmstart")
+    assert all(torch_equal(a[k], b[k]) for k in a)  # bitwise: the warm start continued where it stopped
+    assert resumed["accuracy_before_rl"] == whole["accuracy_before_rl"]
+    lines = [json.loads(x) for x in (cut / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines if x["phase"] == "warmstart"] == [1, 2, 3, 4, 5, 6]
+
+
+def torch_equal(x, y):
+    import torch
+
+    return torch.equal(x, y)
+
+
+def test_ctrl_c_in_rl_stops_cleanly_and_prints_the_resume_command(tmp_path, monkeypatch, capsys):
+    from ascent.cli import main
+
+    args = TINY + [f"output_dir={tmp_path}", "train.steps=3"]
+    whole = train(load_config("default", args + ["name=whole"]))
+    with monkeypatch.context() as m:
+        interrupt_at(m, "rl", 1)
+        code = main(["train", *args, "name=cut"])
+    out = capsys.readouterr()
+    assert code == 130 and "Traceback" not in out.out + out.err
+    assert f"stopped by Ctrl-C at rl step 1 (saved); continue with: ascent train --resume {tmp_path / 'cut'}" in out.out
+    assert (tmp_path / "cut" / "checkpoints" / "step_000001").is_dir()
+    resumed = train(run_dir=tmp_path / "cut", resume=True)
+    a = weights(tmp_path / "whole" / "checkpoints" / "step_000003")
+    b = weights(tmp_path / "cut" / "checkpoints" / "step_000003")
+    assert all(torch_equal(a[k], b[k]) for k in a)
+    assert resumed["accuracy_after_rl"] == whole["accuracy_after_rl"]
+
+
+def test_a_log_gets_a_metrics_line_every_log_every_steps(tmp_path, capsys):
+    train(tiny(tmp_path, "name=logged", "logging.progress=true", "logging.log_every=2", "warmstart.steps=4"))
+    out = capsys.readouterr().out
+    for line in ("warmstart step 2/4", "warmstart step 4/4", "rl step 2/2"):
+        assert line in out
+    assert "warmstart step 1/4" not in out and "warmstart step 3/4" not in out
+    first = next(x for x in out.splitlines() if x.startswith("warmstart step 2/4"))
+    assert "loss 0." in first or "reward/loss" in first
+    assert "elapsed 0:" in first and "left ~0:" in first
+
+
+def test_an_evaluation_shows_a_bar_on_a_terminal(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    import ascent.logging.progress as progress
+    from ascent.app.pipeline import evaluate, prepare
+
+    cfg = tiny(tmp_path, "name=bar", "eval.pass_k=2", "eval.batch_size=5", "logging.progress=true")
+    run, policy = prepare(cfg, tmp_path / "bar", {})
+    seen = []
+    screen = io.StringIO()
+    monkeypatch.setattr(progress, "console", Console(file=screen, force_terminal=True, width=100))
+    real = progress.eval_progress
+
+    @__import__("contextlib").contextmanager
+    def spy(label, total, enabled):
+        with real(label, total, enabled) as advance:
+            yield lambda n: (seen.append(n), advance(n))
+
+    monkeypatch.setattr("ascent.app.pipeline.eval_progress", spy)
+    evaluate(run, policy)
+    assert seen == [5, 5, 2, 5, 5, 2]  # greedy then pass@k, batch by batch over the 12 held-out rows
+    assert "evaluate" in screen.getvalue() and "24/24" in screen.getvalue()
