@@ -1,6 +1,6 @@
 """The papers ascent's pieces cite, one `Paper` record each, in the order docs/references.md lists them.
 
-A piece names its paper at registration (`@ADVANTAGES.register("grpo", paper=GRPO, fidelity="faithful")`);
+A piece names its paper at registration (`@ADVANTAGES.register("grpo", paper=papers.GRPO, fidelity="faithful")`);
 a paper cited by one piece only may also be written inline there. Papers used outside registered pieces
 (a command, a config key, a benchmark) or named to tell methods apart carry that use in `note`.
 docs/references.md is generated from these records and the registries (`ascent references --write`).
@@ -10,6 +10,782 @@ from __future__ import annotations
 
 from ascent.registry import Paper
 
+CUES = Paper(
+    "CuES",
+    "Mai et al.",
+    2025,
+    "CuES: A Curiosity-driven and Environment-grounded Synthesis Framework for Agentic RL",
+    "arXiv:2512.01311",
+)
+A_STAR_PO = Paper(
+    "A*-PO",
+    "Brantley et al.",
+    2025,
+    "Accelerating RL for LLM Reasoning with Optimal Advantage Regression",
+    "arXiv:2505.20686",
+    note="stage 1 (V* from reference samples) in `ascent/algorithms/a_star.py`",
+)
+RAFT = Paper(
+    "RAFT",
+    "Dong et al.",
+    2023,
+    "RAFT: Reward rAnked FineTuning for Generative Foundation Model Alignment",
+    "arXiv:2304.06767",
+    note="the RFT control, `control.kind=rft` (advantage `rft` with loss `pg`)",
+)
+RAFT_VS_GRPO = Paper(
+    "RAFT vs GRPO",
+    "Xiong et al.",
+    2025,
+    "A Minimalist Approach to LLM Reasoning: from Rejection Sampling to Reinforce",
+    "arXiv:2504.11343",
+    note="measured against: GRPO vs the RFT control (docs/results.md)",
+)
+REST_EM = Paper(
+    "ReST-EM",
+    "Singh et al.",
+    2023,
+    "Beyond Human Data: Scaling Self-Training for Problem-Solving with Language Models",
+    "arXiv:2312.06585",
+)
+STAR = Paper(
+    "STaR",
+    "Zelikman et al.",
+    2022,
+    "STaR: Bootstrapping Reasoning With Reasoning",
+    "arXiv:2203.14465",
+)
+AEM = Paper(
+    "AEM",
+    "Zhao et al.",
+    2026,
+    "AEM: Adaptive Entropy Modulation for Multi-Turn Agentic Reinforcement Learning",
+    "arXiv:2605.00425",
+)
+AGRO = Paper(
+    "AGRO",
+    "Tang et al.",
+    2025,
+    "RL-finetuning LLMs from on- and off-policy data with a single algorithm (AISTATS 2026)",
+    "arXiv:2503.19612",
+)
+BRADLEY_TERRY = Paper(
+    "Bradley–Terry",
+    "Bradley & Terry",
+    1952,
+    "Rank Analysis of Incomplete Block Designs: I. The Method of Paired Comparisons (Biometrika 39(3/4))",
+    "none (predates arXiv)",
+    note="the reward-model loss −log σ(r_c − r_r − m) (`ascent/rewards/reward_model.py`, `ascent train-rm`)",
+)
+BALANCED_ONLINE_DIFFICULTY_FILTERING = Paper(
+    "Balanced online difficulty filtering",
+    "Bae et al.",
+    2025,
+    "Online Difficulty Filtering for Reasoning Oriented Reinforcement Learning (EACL 2026)",
+    "arXiv:2504.03380",
+)
+CARL = Paper(
+    "CARL",
+    "Benjamins et al.",
+    2023,
+    "Contextualize Me -- The Case for Context in Reinforcement Learning (TMLR)",
+    "arXiv:2202.04500",
+    note=(
+        "contextual environments `ascent.classic.contextual.ContextualEnv` (physics context per episode, hidden or "
+        "visible)"
+    ),
+)
+CARR = Paper(
+    "CaRR",
+    "Zhang et al.",
+    2026,
+    "Chaining the Evidence: Robust Reinforcement Learning for Deep Search Agents with Citation-Aware Rubric Rewards",
+    "arXiv:2601.06021",
+)
+RM_ENSEMBLES = Paper(
+    "RM ensembles",
+    "Coste, Anwar, Kirk & Krueger",
+    2024,
+    "Reward Model Ensembles Help Mitigate Overoptimization (ICLR 2024)",
+    "arXiv:2310.02743",
+)
+RM_ENSEMBLES_LIMITS = Paper(
+    "RM ensembles, limits",
+    "Eisenstein et al.",
+    2023,
+    "Helping or Herding? Reward Model Ensembles Mitigate but do not Eliminate Reward Hacking (COLM 2024)",
+    "arXiv:2312.09244",
+    note=(
+        "its `median` aggregate; members that share a pretrained trunk err alike, so an ensemble "
+        "mitigates but does not remove hacking"
+    ),
+)
+ENTROPY_MECHANISM = Paper(
+    "Clip-Cov / KL-Cov",
+    "Cui et al.",
+    2025,
+    "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models",
+    "arXiv:2505.22617",
+)
+CCC_REWARD = Paper(
+    "CCC reward",
+    "Du, Song & Li",
+    2026,
+    "Injecting Distributional Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression",
+    "arXiv:2605.01402",
+)
+CALIBSFT = Paper(
+    "CalibSFT",
+    "not found",
+    None,
+    "not found (CalibSFT: calibration SFT before confidence-aware RL with a Brier-score reward)",
+    "not found",
+)
+CONFCLIP = Paper(
+    "ConfClip",
+    "Zhang et al.",
+    2025,
+    "ConfClip: Confidence-Weighted and Clipped Reward for Reinforcement Learning in LLMs",
+    "arXiv:2509.17730",
+)
+CO_RL = Paper(
+    "Co-RL",
+    "not found",
+    None,
+    (
+        "not found (Co-RL: decoupled models trained at once with RL, rewarded by their peers; code "
+        "github.com/DrStranded/Co-RL)"
+    ),
+    "not found",
+    note="the cohort as separate runs reloading each other's checkpoints (`peer_consensus(refresh_every=...)`)",
+)
+COBA_RL = Paper(
+    "CoBA-RL",
+    "Yao et al.",
+    2026,
+    "CoBA-RL: Capability-Oriented Budget Allocation for Reinforcement Learning in LLMs",
+    "arXiv:2602.03048",
+)
+DARL = Paper(
+    "DARL",
+    "Huang et al.",
+    2026,
+    "DARL: Encouraging Diverse Answers for General Reasoning without Verifiers",
+    "arXiv:2601.14700",
+)
+DAVID_GRPO = Paper(
+    "DAVID-GRPO",
+    "Han et al.",
+    2026,
+    "Can David Beat Goliath? On Multi-Hop Reasoning with Resource-Constrained Agents",
+    "arXiv:2601.21699",
+)
+DIFFICULTY_AWARE_STAGED_RL = Paper(
+    "Difficulty-aware staged RL",
+    "Ji et al.",
+    2025,
+    (
+        "How Difficulty-Aware Staged Reinforcement Learning Enhances LLMs' Reasoning Capabilities: A Preliminary "
+        "Experimental Study"
+    ),
+    "arXiv:2504.00829",
+)
+DISTIL = Paper(
+    "DistIL",
+    "Agrawal et al.",
+    2026,
+    "Reinforcement Learning from Rich Feedback with Distributional DAgger",
+    "arXiv:2606.05152",
+)
+EDGE = Paper(
+    "EDGE",
+    "not found",
+    None,
+    "not found (EDGE: Experience-Distillation for Guided Exploration; code github.com/xvolcano02/EDGE)",
+    "not found",
+)
+GKD = Paper(
+    "GKD",
+    "Agarwal et al.",
+    2024,
+    "On-Policy Distillation of Language Models: Learning from Self-Generated Mistakes (ICLR 2024)",
+    "arXiv:2306.13649",
+)
+ON_POLICY_DISTILLATION = Paper(
+    "On-policy distillation",
+    "Lu & Thinking Machines Lab",
+    2025,
+    "On-Policy Distillation (thinkingmachines.ai blog)",
+    "blog post (no arXiv id)",
+    note=(
+        "`opd(estimator=sampled)`: the per-token reverse KL of the sampled token as a negative advantage; "
+        "`benchmarks/opd_vs_grpo.py`"
+    ),
+)
+EAPO_EXPLORATION = Paper(
+    "EAPO (Exploration-Aware)",
+    "Hua et al.",
+    2026,
+    "Learning to Explore: Scaling Agentic Reasoning via Exploration-Aware Policy Optimization (ICML 2026)",
+    "arXiv:2605.08978",
+)
+EAPO_EVIDENCE = Paper(
+    "EAPO (Evidence-Augmented)",
+    "Guan et al.",
+    2026,
+    "Evidence-Augmented Policy Optimization with Reward Co-Evolution for Long-Context Reasoning",
+    "arXiv:2601.10306",
+)
+EAPO_EXPERIENCE = Paper(
+    "EAPO (Experience-Augmented)",
+    "Lu et al.",
+    2026,
+    "Experience Augmented Policy Optimization for LLM Reasoning",
+    "arXiv:2606.30420",
+)
+ECHO_2 = Paper(
+    "ECHO-2",
+    "Xiao et al.",
+    2026,
+    "ECHO-2: A Large Scale Distributed Rollout Framework for Cost-efficient Reinforcement Learning",
+    "arXiv:2602.02192",
+    note="`ascent plan` (`ascent/runtime/plan.py`): the overlap-based capacity model",
+)
+EXPPO = Paper(
+    "ExPPO",
+    "not found",
+    None,
+    "not found (ExPPO: Exploration-Preserving Policy Optimization)",
+    "not found",
+)
+EXIT = Paper(
+    "ExIt",
+    "Jiang et al.",
+    2025,
+    "Bootstrapping Task Spaces for Self-Improvement",
+    "arXiv:2509.04575",
+)
+FIRM = Paper(
+    "FIRM",
+    "Zhao et al.",
+    2026,
+    "Trust Your Critic: Robust Reward Modeling and Reinforcement Learning for Faithful Image Editing and Generation",
+    "arXiv:2603.12247",
+)
+GOLONGRL = Paper(
+    "GoLongRL (TMN-Reweight)",
+    "Lv et al.",
+    2026,
+    "GoLongRL: Capability-Oriented Long Context Reinforcement Learning with Multitask Alignment",
+    "arXiv:2605.19577",
+)
+GUI_LIBRA = Paper(
+    "GUI-Libra",
+    "Yang et al.",
+    2026,
+    "GUI-Libra: Training Native GUI Agents to Reason and Act with Action-aware Supervision and Partially Verifiable RL",
+    "arXiv:2602.22190",
+)
+HYPEREYES = Paper(
+    "HyperEyes (TRACE)",
+    "Li et al.",
+    2026,
+    "HyperEyes: Dual-Grained Efficiency-Aware Reinforcement Learning for Parallel Multimodal Search Agents",
+    "arXiv:2605.07177",
+    note="`benchmarks/compare_trace.yaml`; OPD on failed rollouts only: loss `opd(only_failed=true, rl=true)`",
+)
+IGPO = Paper(
+    "IGPO",
+    "Wang et al.",
+    2025,
+    "Information Gain-based Policy Optimization: A Simple and Effective Approach for Multi-Turn LLM Agents (ICLR 2026)",
+    "arXiv:2510.14967",
+    note="`agent.turn_rewards=igpo`; the probe `answer_probs` in `ascent/agents/collector.py`",
+)
+IQL = Paper(
+    "IQL",
+    "Kostrikov, Nair & Levine",
+    2021,
+    "Offline Reinforcement Learning with Implicit Q-Learning",
+    "arXiv:2110.06169",
+    note="the critic of `q_evolve` (expectile regression of V, TD regression of Q)",
+)
+DEEPSEEK_GRM_SPCT = Paper(
+    "DeepSeek-GRM / SPCT",
+    "Liu et al.",
+    2025,
+    "Inference-Time Scaling for Generalist Reward Modeling",
+    "arXiv:2504.02495",
+)
+INSTRUCTGPT = Paper(
+    "InstructGPT",
+    "Ouyang et al.",
+    2022,
+    "Training language models to follow instructions with human feedback",
+    "arXiv:2203.02155",
+    note="reward models from preference pairs (`ascent train-rm`) used as a reward (`reward=rm:PATH`)",
+)
+INSTRUCTION_FOLLOWING_SELF_SUPERVISED_RL = Paper(
+    "Instruction-following self-supervised RL",
+    "Ren et al.",
+    2025,
+    "Instructions are all you need: Self-supervised Reinforcement Learning for Instruction Following",
+    "arXiv:2510.14420",
+)
+ITERRESEARCH = Paper(
+    "IterResearch (EAPO, Efficiency-Aware)",
+    "Chen et al.",
+    2025,
+    "IterResearch: Rethinking Long-Horizon Agents via Markovian State Reconstruction",
+    "arXiv:2511.07327",
+)
+LITE_PPO = Paper(
+    'Lite PPO ("Tricks or Traps?")',
+    "Liu et al.",
+    2025,
+    "Part I: Tricks or Traps? A Deep Dive into RL for LLM Reasoning",
+    "arXiv:2508.08221",
+    note="`ascent compare` (`ascent/app/compare.py`); `benchmarks/compare_catalogue.yaml`",
+)
+MATH_SHEPHERD = Paper(
+    "Math-Shepherd",
+    "Wang et al.",
+    2024,
+    "Math-Shepherd: Verify and Reinforce LLMs Step-by-step without Human Annotations",
+    "arXiv:2312.08935",
+    note="`ascent make-steps` / `ascent train-prm` (Monte Carlo step labels, hard and soft; a process reward model)",
+)
+LLAMA_2 = Paper(
+    "Llama 2 (RM margin)",
+    "Touvron et al.",
+    2023,
+    "Llama 2: Open Foundation and Fine-Tuned Chat Models",
+    "arXiv:2307.09288",
+    note="the optional per-pair `margin` inside the Bradley–Terry loss (`rm.use_margin`)",
+)
+DPO = Paper(
+    "DPO",
+    "Rafailov et al.",
+    2023,
+    "Direct Preference Optimization: Your Language Model is Secretly a Reward Model",
+    "arXiv:2305.18290",
+    note="`ascent train-pref`",
+)
+CDPO = Paper(
+    "cDPO",
+    "Mitchell",
+    2023,
+    "A note on DPO with noisy preferences & relationship to IPO (a technical note, ericmitchell.ai/cdpo.pdf)",
+    "none (not on arXiv)",
+    note="`dpo(label_smoothing=ε)`: conservative DPO for labels flipped with probability ε",
+)
+ONLINE_ITERATED_RLHF = Paper(
+    "Online / iterated RLHF",
+    "Bai et al.",
+    2022,
+    "Training a Helpful and Harmless Assistant with Reinforcement Learning from Human Feedback",
+    "arXiv:2204.05862",
+)
+IPO = Paper(
+    "IPO",
+    "Azar et al.",
+    2023,
+    "A General Theoretical Paradigm to Understand Learning from Human Preferences",
+    "arXiv:2310.12036",
+)
+SIMPO = Paper(
+    "SimPO",
+    "Meng, Xia & Chen",
+    2024,
+    "SimPO: Simple Preference Optimization with a Reference-Free Reward",
+    "arXiv:2405.14734",
+)
+MAXRL = Paper(
+    "MaxRL",
+    "Tajwar et al.",
+    2026,
+    "Maximum Likelihood Reinforcement Learning",
+    "arXiv:2602.02710",
+)
+MR_Q = Paper(
+    "MR.Q",
+    "Fujimoto, D'Oro, Zhang, Tian & Rabbat",
+    2025,
+    "Towards General-Purpose Model-Free Reinforcement Learning (ICLR 2025)",
+    "arXiv:2501.16142",
+)
+PREFIXRL = Paper(
+    "PrefixRL",
+    "Setlur et al.",
+    2026,
+    "Reuse your FLOPs: Scaling RL on Hard Problems by Conditioning on Very Off-Policy Prefixes",
+    "arXiv:2601.18795",
+)
+REX_RAG = Paper(
+    "REX-RAG",
+    "Jiang et al.",
+    2025,
+    "REX-RAG: Reasoning Exploration with Policy Correction in Retrieval-Augmented Generation",
+    "arXiv:2508.08149",
+)
+PSN_RLVR = Paper(
+    "PSN-RLVR",
+    "Bai et al.",
+    2026,
+    (
+        "Learning to Explore with Parameter-Space Noise: A Deep Dive into Parameter-Space Noise for Reinforcement "
+        "Learning with Verifiable Rewards"
+    ),
+    "arXiv:2602.02555",
+    note="truncated importance sampling, `algorithm.tis_cap` (`tis_weight` in `ascent/algorithms/losses.py`)",
+)
+Q_EVOLVE = Paper(
+    "Q-Evolve",
+    "Zhang et al.",
+    2026,
+    "Self-evolving LLM agents with in-distribution Optimization",
+    "arXiv:2606.07367",
+)
+RM_OVER_OPTIMISATION = Paper(
+    "RM over-optimisation",
+    "Gao, Schulman & Hilton",
+    2023,
+    "Scaling Laws for Reward Model Overoptimization",
+    "arXiv:2210.10760",
+    note=(
+        "measured against: the proxy `rm:PATH` and the true verifier logged side by side (`reward_weights` 0 on the "
+        "verifier), plotted against the KL to the start by `benchmarks/overoptimisation.py` (docs/results.md §4)"
+    ),
+)
+RAPID = Paper(
+    "RAPID",
+    "Huang et al.",
+    2025,
+    "RAPID: An Efficient Reinforcement Learning Algorithm for Small Language Models",
+    "arXiv:2510.03515",
+    note=(
+        "importance-weighted off-policy updates, `algorithm.tis_cap`; measured as `grpo_2mb` (its wall-clock claim is "
+        "not tested)"
+    ),
+)
+RAPO = Paper(
+    "RAPO (Fathom-DeepResearch)",
+    "Singh et al.",
+    2025,
+    "Fathom-DeepResearch: Unlocking Long Horizon Information Retrieval and Synthesis for SLMs",
+    "arXiv:2509.24107",
+)
+REBEL = Paper(
+    "REBEL",
+    "Gao et al.",
+    2024,
+    "REBEL: Reinforcement Learning via Regressing Relative Rewards",
+    "arXiv:2404.16767",
+)
+RLANYTHING = Paper(
+    "RLAnything",
+    "Wang et al.",
+    2026,
+    "RLAnything: Forge Environment, Policy, and Reward Model in Completely Dynamic RL System",
+    "arXiv:2602.02488",
+)
+RLVMR = Paper(
+    "RLVMR",
+    "Zhang et al.",
+    2025,
+    "RLVMR: Reinforcement Learning with Verifiable Meta-Reasoning Rewards for Robust Long-Horizon Agents",
+    "arXiv:2507.22844",
+)
+SA_MRPO = Paper(
+    "SA-MRPO",
+    "not found",
+    2026,
+    (
+        "Learn What's Left, Not What's Mastered: Saturation Aware Advantage Reweighting for Multi-Reward Policy "
+        "Optimization"
+    ),
+    "not found",
+)
+SDRL = Paper(
+    "SDRL",
+    "not found",
+    None,
+    "not found (SDRL: Strategy-Diverse Reinforcement Learning, LLMs as optimisation meta-solvers)",
+    "not found",
+)
+SEER = Paper(
+    "Seer",
+    "Qin et al.",
+    2025,
+    "Seer: Online Context Learning for Fast Synchronous LLM Reinforcement Learning",
+    "arXiv:2511.14617",
+    note="length-aware request scheduling, `ascent/rollout/scheduling.py`",
+)
+SERL = Paper(
+    "SERL",
+    "Li, Lyu et al.",
+    2026,
+    "What and When to Distill: Selective Hindsight Distillation for Multi-Turn Agents",
+    "arXiv:2605.19447",
+)
+SG_SRL = Paper(
+    "SG-SRL",
+    "Su et al.",
+    2026,
+    "Source-Grounded Semantic Reinforcement Learning for Low-Resource Target-Language Generation",
+    "arXiv:2605.29502",
+)
+SIRL = Paper(
+    "SIRL",
+    "Chen et al.",
+    2025,
+    "Solver-Informed RL: Grounding Large Language Models for Authentic Optimization Modeling",
+    "arXiv:2505.11792",
+)
+SOAR = Paper(
+    "SOAR",
+    "not found",
+    None,
+    "not found (SOAR: SOurce-Aware Reinforcement learning for search agents)",
+    "not found",
+    note="the `search_world` environment",
+)
+SPA = Paper(
+    "SPA",
+    "Wang et al.",
+    2025,
+    "SPA-RL: Reinforcing LLM Agents via Stepwise Progress Attribution",
+    "arXiv:2505.20732",
+)
+SPARK = Paper(
+    "Spark",
+    "Wu et al.",
+    2026,
+    "Spark: Strategic Policy-Aware Exploration via Dynamic Branching for Long-Horizon Agentic Learning",
+    "arXiv:2601.20209",
+)
+TTRL = Paper(
+    "TTRL",
+    "Zuo et al.",
+    2025,
+    "TTRL: Test-Time Reinforcement Learning",
+    "arXiv:2504.16084",
+)
+TACO = Paper(
+    "TACO",
+    "Lou et al.",
+    2026,
+    "When Implausible Tokens Get Reinforced: Tail-Aware Credit Calibration for LLM Reinforcement Learning",
+    "arXiv:2607.07976",
+)
+URPO = Paper(
+    "URPO",
+    "Lu et al.",
+    2025,
+    "URPO: A Unified Reward & Policy Optimization Framework for Large Language Models (AAAI 2026)",
+    "arXiv:2507.17515",
+)
+TREEOPSD = Paper(
+    "TreeOPSD",
+    "not found",
+    None,
+    "not found (TreeOPSD: tree-structured turn credit for multi-turn agents)",
+    "not found",
+)
+TREE_OPO = Paper(
+    "Tree-OPO",
+    "Huang, Nguyen & Zimmer",
+    2025,
+    (
+        "Tree-OPO: Off-policy Monte Carlo Tree-Guided Advantage Optimization for Multistep Reasoning (v1: staged GRPO "
+        "with MCTS-derived trajectories)"
+    ),
+    "arXiv:2509.09284",
+)
+RELAX = Paper(
+    "ReLaX",
+    "Zhang, Chen, Shen, Ye & Wu",
+    2025,
+    "ReLaX: Reasoning with Latent Exploration for Large Reasoning Models",
+    "arXiv:2512.07558",
+    note=(
+        "DSD by exact DMD (Tu et al. 2014, arXiv:1312.0041) as a bounded advantage bonus in the form of Cheng et al. "
+        "2025 (arXiv:2506.14758)"
+    ),
+)
+IIB_LPO = Paper(
+    "IIB-LPO",
+    "Deng et al.",
+    2026,
+    "IIB-LPO: Latent Policy Optimization via Iterative Information Bottleneck (ACL 2026)",
+    "arXiv:2601.05870",
+)
+ARLI = Paper(
+    "ARLI",
+    "not found",
+    None,
+    (
+        "not found (asynchronous RL with intermediate information: under inference latency, the state augmented with "
+        "the already-committed actions and a mid-inference observation); the search tools found no paper by this name"
+    ),
+    "not found",
+)
+CONSTANT_DELAY_AUGMENTED_STATE = Paper(
+    "Constant-delay augmented state",
+    "Katsikopoulos & Engelbrecht",
+    2003,
+    "Markov Decision Processes with Delays and Asynchronous Cost Collection (IEEE Trans. Automatic Control 48(4))",
+    "none (IEEE TAC)",
+    note="why `arli`'s (observation, committed actions) is Markov (`ascent/classic/latency.py`)",
+)
+SEEK = Paper(
+    "SEEK",
+    "Ma, Zhu, Cai, Qi, Chen, Shi & Laber",
+    2023,
+    "Sequential Knockoffs for Variable Selection in Reinforcement Learning",
+    "arXiv:2303.14281",
+)
+MODEL_X_KNOCKOFFS = Paper(
+    "Model-X knockoffs",
+    "Candès, Fan, Janson & Lv",
+    2018,
+    "Panning for Gold: Model-X Knockoffs for High-Dimensional Controlled Variable Selection (JRSS-B 80(3))",
+    "arXiv:1610.02351",
+    note="`gaussian_knockoffs`, `knockoff_threshold` in `ascent/classic/seek.py`",
+)
+DERANDOMIZED_KNOCKOFFS = Paper(
+    "Derandomized knockoffs",
+    "Ren, Wei & Candès",
+    2023,
+    "Derandomizing Knockoffs (JASA)",
+    "arXiv:2012.02717",
+    note=(
+        "in its spirit (a majority vote over 5 draws of the knockoff filter, not their PFER base procedure): SEEK's "
+        "per-response vote (`ascent/classic/seek.py`)"
+    ),
+)
+MD3QN = Paper(
+    "MD3QN",
+    "Zhang, Chen, Zhao, Xiong, Qin & Liu",
+    2021,
+    "Distributional Reinforcement Learning for Multi-Dimensional Reward Functions (NeurIPS 2021)",
+    "arXiv:2110.13578",
+)
+RETRIEVAL_AUGMENTED_RL = Paper(
+    "Retrieval-augmented RL",
+    "Goyal, Friesen, Weber, Banino, Ke et al.",
+    2022,
+    "Retrieval-Augmented Reinforcement Learning (ICML 2022)",
+    "arXiv:2202.08417",
+)
+SQIRL = Paper(
+    "SQIRL",
+    "Laidlaw, Russell & Dragan",
+    2023,
+    "Bridging RL Theory and Practice with the Effective Horizon (NeurIPS 2023)",
+    "arXiv:2304.09853",
+)
+ORCHESTRATED_VALUE_MAPPING = Paper(
+    "Orchestrated value mapping",
+    "Fatemi & Tavakoli",
+    2022,
+    "Orchestrated Value Mapping for Reinforcement Learning (ICLR 2022)",
+    "arXiv:2203.07171",
+)
+LOG_Q_LEARNING = Paper(
+    "Log Q-learning",
+    "van Seijen, Fatemi & Tavakoli",
+    2019,
+    "Using a Logarithmic Mapping to Enable Lower Discount Factors in Reinforcement Learning (NeurIPS 2019)",
+    "arXiv:1906.00572",
+    note="the log mapping f(x) = c ln(x + d) of `ovm_dqn` (`ascent/classic/value_mapping.py`)",
+)
+MULTI_TURN_RECIPE = Paper(
+    "Multi-turn agentic RL recipe (meow-tea-taro)",
+    "Wang & Ammanabrolu",
+    2025,
+    "A Practitioner's Guide to Multi-turn Agentic Reinforcement Learning (code github.com/pearls-lab/meow-tea-taro)",
+    "arXiv:2510.01132",
+    note=(
+        "a design study (environment, reward, policy; TextWorld, ALFWorld, SWE-Gym), no method of its own: its axes "
+        "are ascent's `agent.turn_rewards` (dense turn rewards), `algorithm.advantage=grpo|rloo` with `ppo_clip`, and "
+        "the warm start before RL (SFT:RL ratio); task `textworld`"
+    ),
+)
+TEXTWORLD = Paper(
+    "TextWorld",
+    "Côté et al.",
+    2018,
+    "TextWorld: A Learning Environment for Text-based Games",
+    "arXiv:1806.11532",
+    note="the game generator behind `ascent/envs/textworld_env.py` (extra `ascent[agents]`)",
+)
+SQUAD = Paper(
+    "SQuAD F1",
+    "Rajpurkar et al.",
+    2016,
+    "SQuAD: 100,000+ Questions for Machine Comprehension of Text",
+    "arXiv:1606.05250",
+)
+PPO = Paper(
+    "PPO",
+    "Schulman et al.",
+    2017,
+    "Proximal Policy Optimization Algorithms",
+    "arXiv:1707.06347",
+    section="baselines",
+)
+ENTROPY_REGULARISATION = Paper(
+    "Entropy regularisation",
+    "Williams & Peng",
+    1991,
+    "Function Optimization Using Connectionist Reinforcement Learning Algorithms",
+    "Connection Science 3(3), 1991 (no arXiv id)",
+    section="baselines",
+)
+GAE = Paper(
+    "GAE",
+    "Schulman et al.",
+    2016,
+    "High-Dimensional Continuous Control Using Generalized Advantage Estimation (ICLR 2016)",
+    "arXiv:1506.02438",
+    note="`gae_recursion`, shared with classic `ppo`",
+    section="baselines",
+)
+DQN = Paper(
+    "DQN",
+    "Mnih et al.",
+    2015,
+    "Human-level control through deep reinforcement learning (Nature 518:529)",
+    "Nature 518:529, 2015 (no arXiv id; the 2013 workshop version is arXiv:1312.5602)",
+    section="baselines",
+)
+SAC = Paper(
+    "SAC",
+    "Haarnoja et al.",
+    2018,
+    "Soft Actor-Critic Algorithms and Applications",
+    "arXiv:1812.05905",
+    section="baselines",
+)
+PPO_IMPLEMENTATION_DETAILS = Paper(
+    "PPO implementation details",
+    "Engstrom et al.",
+    2020,
+    "Implementation Matters in Deep Policy Gradients: A Case Study on PPO and TRPO (ICLR 2020)",
+    "arXiv:2005.12729",
+    note="orthogonal init, advantage normalisation, observation/reward normalisation of classic `ppo`",
+    section="baselines",
+)
+STABLE_BASELINES3 = Paper(
+    "Stable-Baselines3",
+    "Raffin et al.",
+    2021,
+    "Stable-Baselines3: Reliable Reinforcement Learning Implementations (JMLR 22(268))",
+    "JMLR 22(268), 2021 (no arXiv id)",
+    note="the conventions the classic algorithms follow (and `benchmarks/classic_vs_sb3.py` compares against)",
+    section="baselines",
+)
 GRPO = Paper(
     "GRPO",
     "Shao et al.",
@@ -24,6 +800,7 @@ DR_GRPO = Paper(
     2025,
     "Understanding R1-Zero-Like Training: A Critical Perspective",
     "arXiv:2503.20783",
+    note="`algorithm.loss_agg=seq-mean-token-sum-norm` (its length-bias fix)",
     section="baselines",
 )
 RLOO = Paper(
@@ -33,4 +810,77 @@ RLOO = Paper(
     "Back to Basics: Revisiting REINFORCE Style Optimization for Learning from Human Feedback in LLMs",
     "arXiv:2402.14740",
     section="baselines",
+)
+LOOP = Paper(
+    "LOOP",
+    "Chen, Cusumano-Towner, Huval, Petrenko, Hamburger, Koltun & Krähenbühl",
+    2025,
+    "Reinforcement Learning for Long-Horizon Interactive LLM Agents",
+    "arXiv:2502.01600",
+    note="LOOP = PPO's per-token clipped loss with leave-one-out advantages and no critic: `algorithm.advantage=rloo` "
+    "with loss `ppo_clip`, measured as `rloo`",
+    section="baselines",
+)
+REINFORCE = Paper(
+    "REINFORCE",
+    "Williams",
+    1992,
+    "Simple Statistical Gradient-Following Algorithms for Connectionist Reinforcement Learning (Machine Learning 8)",
+    "Machine Learning 8:229-256, 1992 (no arXiv id)",
+    section="baselines",
+)
+REINFORCE_PP = Paper(
+    "REINFORCE++",
+    "Hu",
+    2025,
+    "REINFORCE++: A Simple and Efficient Approach for Aligning Large Language Models",
+    "arXiv:2501.03262",
+    section="baselines",
+)
+DAPO = Paper(
+    "DAPO",
+    "Yu et al.",
+    2025,
+    "DAPO: An Open-Source LLM Reinforcement Learning System at Scale",
+    "arXiv:2503.14476",
+    note="clip-higher, `ppo_clip`'s `algorithm.clip_high`",
+    section="baselines",
+)
+GSPO = Paper(
+    "GSPO",
+    "Zheng et al.",
+    2025,
+    "Group Sequence Policy Optimization",
+    "arXiv:2507.18071",
+    section="baselines",
+)
+CISPO = Paper(
+    "CISPO",
+    "MiniMax",
+    2025,
+    "MiniMax-M1: Scaling Test-Time Compute Efficiently with Lightning Attention",
+    "arXiv:2506.13585",
+    note="fp32 output layer of the bf16 learner (`train.precision`)",
+    section="baselines",
+)
+TIS = Paper(
+    "TIS",
+    "Yao et al.",
+    2025,
+    "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training",
+    "blog post (no arXiv id)",
+    note="`algorithm.tis_cap` (also set by `rollout.precision=auto` when it picks bf16)",
+    section="baselines",
+)
+LIGER_KERNEL = Paper(
+    "Liger Kernel",
+    "Hsu et al.",
+    2024,
+    "Liger Kernel: Efficient Triton Kernels for LLM Training",
+    "arXiv:2410.10989",
+    note=(
+        "fused RMSNorm (`ascent/policy/fused.py`, `train.fused_norm`); native token log-probs without full-vocabulary "
+        "temporaries (`ascent/policy/logprob.py`)"
+    ),
+    section="systems",
 )

@@ -67,9 +67,15 @@ class Paper:
             raise ValueError(f"Paper {self.key!r}: section {self.section!r} is not one of {', '.join(PAPER_SECTIONS)}")
 
     def cite(self) -> str:
-        """`authors year, ref`, the short form used by `ascent list --params`."""
-        year = f" {self.year}" if self.year else ""
-        return f"{self.authors}{year}, {self.ref}"
+        """`authors year, ref`, the short form used by `ascent list --params` (what is not known is left out).
+
+        >>> Paper("ExPPO", "not found", None, "not found (ExPPO)", "not found").cite()
+        'arXiv id not found'
+        """
+        who = "" if self.authors == "not found" else self.authors
+        head = f"{who} {self.year or ''}".strip()
+        where = "arXiv id not found" if self.ref == "not found" else self.ref
+        return f"{head}, {where}" if head else where
 
 
 PAPER_SECTIONS = ("methods", "baselines", "systems", "related")

@@ -95,7 +95,20 @@ class RftParams:
     """A sample is kept (imitated) when its reward is >= this."""
 
 
-@ADVANTAGES.register("rft", params=RftParams)
+@ADVANTAGES.register(
+    "rft",
+    params=RftParams,
+    paper=(papers.RAFT, papers.REST_EM, papers.STAR),
+    fidelity="reduced",
+    departures=(
+        (
+            "online: each step fine-tunes on the current policy's kept samples (ReST-EM refits the base model on each "
+            "iteration's dataset)"
+        ),
+        "keeps every sample with reward >= threshold, not RAFT's top-ranked samples of each prompt",
+        "no STaR rationalisation (re-generating failed answers with the gold answer as a hint)",
+    ),
+)
 def rft(inp: AdvantageInput, cfg, params: RftParams = RftParams()) -> torch.Tensor:
     """Rejection-sampling fine-tuning (RAFT, Dong et al. 2023, arXiv:2304.06767; STaR, Zelikman et al. 2022,
     arXiv:2203.14465; ReST-EM, Singh et al. 2023, arXiv:2312.06585): A_i = c for the kept samples (reward >=
@@ -124,7 +137,14 @@ def batch_moments(values: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tens
     return v.mean(), v.std()
 
 
-@ADVANTAGES.register("lite_ppo")
+@ADVANTAGES.register(
+    "lite_ppo",
+    paper=papers.LITE_PPO,
+    fidelity="faithful",
+    departures=(
+        "advantage half of Lite PPO; its token-level loss aggregation is `algorithm.loss_agg=token-mean` (the default)",
+    ),
+)
 def lite_ppo(inp: AdvantageInput, cfg) -> torch.Tensor:
     """Lite PPO: A_i = (r_i - mean_g r) / (std_batch r + eps): group mean, batch std ("Tricks or Traps?",
     Liu et al., 2025, arXiv:2508.08221)."""
@@ -133,7 +153,21 @@ def lite_ppo(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
 
 
-@ADVANTAGES.register("reinforce_pp")
+@ADVANTAGES.register(
+    "reinforce_pp",
+    paper=papers.REINFORCE_PP,
+    fidelity="reduced",
+    departures=(
+        (
+            "no KL-penalised per-token return (REINFORCE++ at beta = 0): a reference KL enters only as the loss term "
+            "`algorithm.kl_coef`"
+        ),
+        (
+            "the batch mean and std are over sequences, not over tokens (long responses weigh more in the paper's "
+            "statistics)"
+        ),
+    ),
+)
 def reinforce_pp(inp: AdvantageInput, cfg) -> torch.Tensor:
     """REINFORCE++: A_i = (r_i - mean_batch r) / (std_batch r + eps), global normalisation, no critic (Hu 2025)."""
     mean, std = batch_moments(inp.rewards, inp.valid)
@@ -222,7 +256,18 @@ class TacoParams:
             raise ValueError(f"window must be >= 1, got {self.window}")
 
 
-@ADVANTAGES.register("taco", params=TacoParams)
+@ADVANTAGES.register(
+    "taco",
+    params=TacoParams,
+    paper=papers.TACO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the entropy H_t at the token's own position is replaced by the mean surprisal of the <= window preceding "
+            "positions, from the rollout's recorded log-probs (no full-vocabulary entropy at rollout time)"
+        ),
+    ),
+)
 def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.Tensor:
     """TACO (Lou et al., 2026, arXiv:2607.07976): GRPO with positive credit of tail-risky tokens scaled down
     to a factor in [floor, 1].
@@ -278,7 +323,19 @@ class ExppoParams:
             raise ValueError(f"strength must be in [0, 1), got {self.strength}")
 
 
-@ADVANTAGES.register("exppo", params=ExppoParams)
+@ADVANTAGES.register(
+    "exppo",
+    params=ExppoParams,
+    paper=papers.EXPPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the shaping form (tanh of the group z-score of mean surprisal, times the pass rate and the advantage's "
+            "sign) is ascent's reading; the paper (arXiv id not found) was not read"
+        ),
+        "restores the group's positive and negative |A| masses exactly, where the paper keeps them approximately",
+    ),
+)
 def exppo(inp: AdvantageInput, cfg, params: ExppoParams = ExppoParams()) -> torch.Tensor:
     """ExPPO (Exploration-Preserving Policy Optimization; arXiv preprint, id not found: docs/references.md):
     GRPO credit redistributed by prompt-relative response surprisal and pass rate, mass kept.
@@ -321,7 +378,19 @@ class AemParams:
             raise ValueError(f"strength must be in [0, 1), got {self.strength}")
 
 
-@ADVANTAGES.register("aem", params=AemParams)
+@ADVANTAGES.register(
+    "aem",
+    params=AemParams,
+    paper=papers.AEM,
+    fidelity="reduced",
+    departures=(
+        (
+            "the response-level proxy (tanh of the advantage times the group z-score of length-normalised surprisal, "
+            "scaled by the batch's failure/success balance) is ascent's reading of the abstract; the paper's method "
+            "section was not checked"
+        ),
+    ),
+)
 def aem(inp: AdvantageInput, cfg, params: AemParams = AemParams()) -> torch.Tensor:
     """AEM (Zhao et al., 2026, arXiv:2605.00425): GRPO advantages rescaled by a response-level advantage x
     relative-surprisal proxy.
@@ -358,7 +427,19 @@ class SuccessAdaptiveParams:
             raise ValueError(f"strength must be in [0, 1], got {self.strength}")
 
 
-@ADVANTAGES.register("success_adaptive", params=SuccessAdaptiveParams)
+@ADVANTAGES.register(
+    "success_adaptive",
+    params=SuccessAdaptiveParams,
+    paper=papers.GUI_LIBRA,
+    fidelity="reduced",
+    departures=(
+        (
+            "the scaling of negative advantages by 1 - strength x (the group's success share) is ascent's reading of "
+            "'success-adaptive scaling' (form not in the abstract)"
+        ),
+        "the KL trust region is left to `algorithm.kl_coef`",
+    ),
+)
 def success_adaptive(inp: AdvantageInput, cfg, params: SuccessAdaptiveParams = SuccessAdaptiveParams()) -> torch.Tensor:
     """GUI-Libra success-adaptive scaling (Yang et al., 2026, arXiv:2602.22190): GRPO with negative advantages
     scaled by 1 - strength * success rate.
@@ -388,7 +469,19 @@ class SaMrpoParams:
             raise ValueError(f"power must be >= 0, got {self.power}")
 
 
-@ADVANTAGES.register("sa_mrpo", params=SaMrpoParams)
+@ADVANTAGES.register(
+    "sa_mrpo",
+    params=SaMrpoParams,
+    paper=papers.SA_MRPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the batch saturation estimate (mean - min)/(max - min) and the discount (1 - saturation)^power are "
+            "ascent's reading (forms not in the abstract)"
+        ),
+        "an objective flat over the batch counts as saturated (weight 0) even when flat at its minimum",
+    ),
+)
 def sa_mrpo(inp: AdvantageInput, cfg, params: SaMrpoParams = SaMrpoParams()) -> torch.Tensor:
     """SA-MRPO: each reward objective standardised in its group, weighted by 1 - batch saturation, summed.
 
@@ -443,7 +536,18 @@ class TmnParams:
             raise ValueError(f"difficulty must be >= 0, got {self.difficulty}")
 
 
-@ADVANTAGES.register("tmn", params=TmnParams)
+@ADVANTAGES.register(
+    "tmn",
+    params=TmnParams,
+    paper=papers.GOLONGRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "the task-level mean normalisation and the difficulty weight 1 + d (1 - p) are ascent's reading (formulas "
+            "not in the abstract)"
+        ),
+    ),
+)
 def tmn(inp: AdvantageInput, cfg, params: TmnParams = TmnParams()) -> torch.Tensor:
     """TMN-Reweight (GoLongRL, Lv et al., 2026, arXiv:2605.19577): group-centred rewards, task-level mean
     normalisation, difficulty-adaptive weights.
@@ -491,7 +595,22 @@ class RapoParams:
             raise ValueError(f"power must be >= 0, got {self.power}")
 
 
-@ADVANTAGES.register("rapo", params=RapoParams)
+@ADVANTAGES.register(
+    "rapo",
+    params=RapoParams,
+    paper=papers.RAPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the advantage part of RAPO only: curriculum pruning is sampler `rapo_prune`, the success replay buffer "
+            "explorer `replay`"
+        ),
+        (
+            "the per-group factor (2 sqrt(p (1 - p)))^-power is a reading of 'reward-aware advantage scaling'; the "
+            "paper's factor may be batch-level (unverified)"
+        ),
+    ),
+)
 def rapo(inp: AdvantageInput, cfg, params: RapoParams = RapoParams()) -> torch.Tensor:
     """RAPO (Fathom-DeepResearch, Singh et al., 2025, arXiv:2509.24107) reward-aware scaling:
     GRPO x (2 sqrt(p_g (1 - p_g))) ** -power, p_g the group's mean reward.
@@ -528,7 +647,18 @@ class MaxrlParams:
             raise ValueError(f"order must be >= 0 (0: the group size), got {self.order}")
 
 
-@ADVANTAGES.register("maxrl", params=MaxrlParams)
+@ADVANTAGES.register(
+    "maxrl",
+    params=MaxrlParams,
+    paper=papers.MAXRL,
+    fidelity="faithful",
+    departures=(
+        (
+            "the default `baseline=true` subtracts ascent's own leave-one-out control variate, not the paper's (r - "
+            "mean r)/mean r: both unbiased, per-sample values differ"
+        ),
+    ),
+)
 def maxrl(inp: AdvantageInput, cfg, params: MaxrlParams = MaxrlParams()) -> torch.Tensor:
     """MaxRL (Tajwar et al., 2026, arXiv:2602.02710): unbiased estimator of the order-T truncation of
     grad log P(correct), T = params.order.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.aggregate import aggregate, masked_mean
 from ascent.algorithms.losses import LOSSES, ppo_clip, requires, tis_weight, with_kl
 from ascent.algorithms.types import LossInput
@@ -107,7 +108,13 @@ def clip_cov_selection(inp: LossInput, cfg, params: ClipCovParams) -> torch.Tens
     return flat_mask(inp.mask, cand[pick])
 
 
-@LOSSES.register("clip_cov", params=ClipCovParams)
+@LOSSES.register(
+    "clip_cov",
+    params=ClipCovParams,
+    paper=papers.ENTROPY_MECHANISM,
+    fidelity="faithful",
+    departures=("the default clip ratio is 1e-2 instead of 2e-4 (CPU-scale batches have too few tokens)",),
+)
 def clip_cov(inp: LossInput, cfg, params: ClipCovParams = ClipCovParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """Clip-Cov (Cui et al., 2025, arXiv:2505.22617): ppo_clip, gradient detached on a few high-Cov tokens.
 
@@ -166,7 +173,18 @@ def kl_cov_selection(inp: LossInput, params: KlCovParams) -> torch.Tensor:
     return flat_mask(inp.mask, valid[top])
 
 
-@LOSSES.register("kl_cov", params=KlCovParams)
+@LOSSES.register(
+    "kl_cov",
+    params=KlCovParams,
+    paper=papers.ENTROPY_MECHANISM,
+    fidelity="faithful",
+    departures=(
+        (
+            "the base surrogate is ppo_clip, not the authors' unclipped -A rho (widen the clip to recover it); "
+            "default ratio 1e-2 for CPU-scale batches"
+        ),
+    ),
+)
 def kl_cov(inp: LossInput, cfg, params: KlCovParams = KlCovParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """KL-Cov (Cui et al., 2025, arXiv:2505.22617): ppo_clip + k |log pi - log pi_old| on the top-Cov tokens.
 
@@ -213,7 +231,13 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     return -(logits.exp() * logits.clamp(min=-1e4)).sum(-1)  # clamp: a -inf log-prob adds 0, not nan
 
 
-@LOSSES.register("entropy_bonus", params=EntropyBonusParams)
+@LOSSES.register(
+    "entropy_bonus",
+    params=EntropyBonusParams,
+    paper=(papers.PPO, papers.ENTROPY_REGULARISATION),
+    fidelity="faithful",
+    departures=("no value term: ascent's LLM losses are critic-free (`gae` trains its own critic)",),
+)
 @requires("full_logits")
 def entropy_bonus(
     inp: LossInput, cfg, params: EntropyBonusParams = EntropyBonusParams()

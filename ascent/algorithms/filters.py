@@ -10,13 +10,14 @@ from dataclasses import dataclass
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.groups import group_min_max
 from ascent.registry import Registry
 
 FILTERS: Registry = Registry("group filter")
 
 
-@FILTERS.register("none")
+@FILTERS.register("none", paper=None, fidelity="ascent")
 def keep_all(rewards: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor) -> torch.Tensor:
     """Keep every group (no filtering, no refills)."""
     groups = int(group_index.max()) + 1 if group_index.numel() else 0
@@ -35,7 +36,18 @@ class DapoParams:
             raise ValueError(f"max_refill_rounds must be >= 0, got {self.max_refill_rounds}")
 
 
-@FILTERS.register("dapo", params=DapoParams)
+@FILTERS.register(
+    "dapo",
+    params=DapoParams,
+    paper=papers.DAPO,
+    fidelity="faithful",
+    departures=(
+        (
+            "refills at most `max_refill_rounds` times and trains on what it has then (DAPO samples until the batch "
+            "is full)"
+        ),
+    ),
+)
 def dapo(
     rewards: torch.Tensor, valid: torch.Tensor, group_index: torch.Tensor, params: DapoParams = DapoParams()
 ) -> torch.Tensor:

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES
 from ascent.algorithms.aggregate import aggregate
 from ascent.algorithms.state import PieceState
@@ -198,7 +199,19 @@ class GaeParams:
             raise ValueError(f"value_clip must be > 0 (or None), got {self.value_clip}")
 
 
-@ADVANTAGES.register("gae", params=GaeParams, state=CriticState)
+@ADVANTAGES.register(
+    "gae",
+    params=GaeParams,
+    state=CriticState,
+    paper=papers.GAE,
+    fidelity="faithful",
+    departures=(
+        (
+            "outcome reward on the last completion token; a reference KL is the loss term `algorithm.kl_coef`, not a "
+            "per-token reward"
+        ),
+    ),
+)
 def gae(inp: AdvantageInput, cfg, params: GaeParams = GaeParams()) -> torch.Tensor:
     """GAE(gamma, lambda) with a learned critic (PPO); outcome reward on the last completion token.
 

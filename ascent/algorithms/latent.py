@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, broadcast, group_moments
 from ascent.algorithms.state import PieceState
 from ascent.algorithms.types import AdvantageInput
@@ -127,7 +128,20 @@ class DsdState(PieceState):
         return {"relax/dsd_mean": getattr(self, "mean", 0.0)}
 
 
-@ADVANTAGES.register("relax", params=RelaxParams, state=DsdState)
+@ADVANTAGES.register(
+    "relax",
+    params=RelaxParams,
+    state=DsdState,
+    paper=papers.RELAX,
+    fidelity="reduced",
+    departures=(
+        "exact DMD with an identity dictionary instead of the paper's learned Koopman dictionary (ResKoopNet)",
+        (
+            "DSD enters as a group z-scored, clipped advantage bonus (the form of Cheng et al. 2025): ascent's "
+            "reading of how it regulates exploration"
+        ),
+    ),
+)
 def relax(inp: AdvantageInput, cfg, params: RelaxParams = RelaxParams()) -> torch.Tensor:
     """ReLaX (Zhang et al. 2025, arXiv:2512.07558): GRPO plus a bounded bonus for latent-dynamics dispersion.
 

@@ -12,6 +12,7 @@ from typing import Literal, Optional
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.a_star import AStarParams, AStarState
 from ascent.algorithms.aggregate import aggregate, masked_mean
 from ascent.algorithms.distil import DISTIL, DistilParams, DistilState
@@ -57,7 +58,17 @@ def with_kl(
     return loss, metrics
 
 
-@LOSSES.register("ppo_clip")
+@LOSSES.register(
+    "ppo_clip",
+    paper=(papers.PPO, papers.DAPO),
+    fidelity="faithful",
+    departures=(
+        (
+            "critic-free by default: the advantage comes from the run's estimator (`gae` brings PPO's critic); the "
+            "value and entropy terms are not in this loss (`entropy_bonus` adds the latter)"
+        ),
+    ),
+)
 def ppo_clip(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate (Schulman et al. 2017) with DAPO's decoupled clip and optional dual clip.
 
@@ -83,7 +94,7 @@ def ppo_clip(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("pg")
+@LOSSES.register("pg", paper=papers.REINFORCE, fidelity="faithful")
 def policy_gradient(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     """Plain policy gradient (REINFORCE, Williams 1992): l = -A log pi(token); no ratio, no clipping."""
     loss = _reduce(-inp.advantages * inp.logprobs, inp, cfg)
@@ -96,7 +107,17 @@ def sequence_log_ratio(inp: LossInput) -> torch.Tensor:
     return diff.sum(-1) / inp.mask.sum(-1).clamp(min=1.0)
 
 
-@LOSSES.register("gspo")
+@LOSSES.register(
+    "gspo",
+    paper=papers.GSPO,
+    fidelity="faithful",
+    departures=(
+        (
+            "the paper's sequence-mean objective needs `algorithm.loss_agg=seq-mean-token-mean`; the default "
+            "token-mean weights sequences by length"
+        ),
+    ),
+)
 def gspo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     """GSPO: sequence-level ratio s_i = exp(mean_t log pi/pi_old) clipped per sequence (Zheng et al. 2025).
 
@@ -120,7 +141,17 @@ def gspo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("cispo")
+@LOSSES.register(
+    "cispo",
+    paper=papers.CISPO,
+    fidelity="faithful",
+    departures=(
+        (
+            "the default clip_low = 0.2 also clips the weight below; MiniMax-M1 clips only above (set clip_low large, "
+            "e.g. 1.0)"
+        ),
+    ),
+)
 def cispo(inp: LossInput, cfg) -> tuple[torch.Tensor, dict[str, float]]:
     """CISPO: l_it = -sg(clip(rho_it, 1 - eps_low, 1 + eps_high)) * A_it * log pi_it (MiniMax-M1, 2025).
 
@@ -252,7 +283,15 @@ class RebelParams:
             raise ValueError(f"eta must be > 0, got {self.eta}")
 
 
-@LOSSES.register("rebel", params=RebelParams)
+@LOSSES.register(
+    "rebel",
+    params=RebelParams,
+    paper=papers.REBEL,
+    fidelity="faithful",
+    departures=(
+        "the default pairs every two samples of a group (`pairs=all`); `pairs=adjacent` is the paper's two-sample form",
+    ),
+)
 @requires("rewards", "groups")
 def rebel(inp: LossInput, cfg, params: RebelParams = RebelParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """REBEL (Gao et al., 2024, arXiv:2404.16767): regress reward differences with policy log-ratio differences.
@@ -298,7 +337,18 @@ class AgroParams:
             raise ValueError(f"beta must be > 0 and score_coef >= 0, got {self.beta}, {self.score_coef}")
 
 
-@LOSSES.register("agro", params=AgroParams)
+@LOSSES.register(
+    "agro",
+    params=AgroParams,
+    paper=papers.AGRO,
+    fidelity="faithful",
+    departures=(
+        (
+            "the gradient is the pathwise gradient of the squared consistency loss (ascent's reading); the "
+            "likelihood-ratio term is optional (`score_coef`, 0)"
+        ),
+    ),
+)
 @requires("rewards", "groups", "ref")
 def agro(inp: LossInput, cfg, params: AgroParams = AgroParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """AGRO (Tang et al., 2025, arXiv:2503.19612): generation consistency of the KL-regularised optimum.
@@ -338,7 +388,14 @@ def agro(inp: LossInput, cfg, params: AgroParams = AgroParams()) -> tuple[torch.
     return with_kl(loss, inp, cfg, metrics)
 
 
-@LOSSES.register("a_star_po", params=AStarParams, state=AStarState)
+@LOSSES.register(
+    "a_star_po",
+    params=AStarParams,
+    state=AStarState,
+    paper=papers.A_STAR_PO,
+    fidelity="faithful",
+    departures=("beta2 defaults to beta = 0.5, where the authors' scripts use 1e-3",),
+)
 @requires("rewards", "ref", "v_star")
 def a_star_po(inp: LossInput, cfg, params: AStarParams = AStarParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """A*-PO (Brantley et al., 2025, arXiv:2505.20686): regress the optimal advantage r(x, y) - V*(x).
@@ -458,7 +515,19 @@ def with_distillation(
     return loss + term, {**rl_metrics, **metrics}
 
 
-@LOSSES.register("opd", params=OpdParams, state=DistilState)
+@LOSSES.register(
+    "opd",
+    params=OpdParams,
+    state=DistilState,
+    paper=(papers.GKD, papers.ON_POLICY_DISTILLATION, papers.HYPEREYES),
+    fidelity="faithful",
+    departures=(
+        (
+            "the defaults are plain on-policy reverse-KL distillation; HyperEyes' failed-rollout OPD is "
+            "`only_failed=true, rl=true` (with rl=false successful rows get no gradient)"
+        ),
+    ),
+)
 @requires("full_logits", "teacher", "rewards")
 def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.Tensor, dict[str, float]]:
     """On-policy distillation: per-token reverse KL to a frozen teacher on the student's own samples.
@@ -491,7 +560,19 @@ def opd(inp: LossInput, cfg, params: Optional[OpdParams] = None) -> tuple[torch.
     return with_distillation(term, inp, cfg, p.rl, exact, rows, "opd")
 
 
-@LOSSES.register("edge", params=EdgeParams, state=EdgeState)
+@LOSSES.register(
+    "edge",
+    params=EdgeParams,
+    state=EdgeState,
+    paper=papers.EDGE,
+    fidelity="faithful",
+    departures=(
+        (
+            "judged against the abstract and the authors' code (paper not found); the teacher is the same policy with "
+            "the experience in context, log-probs from explorer `edge`"
+        ),
+    ),
+)
 @requires("edge")
 def edge(inp: LossInput, cfg, params: EdgeParams = EdgeParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """EDGE's loss: ppo_clip plus reverse KL towards the experience-conditioned policy (with explorer `edge`).

@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from ascent import papers
 from ascent.registry import Registry
 
 PREFERENCE_LOSSES: Registry = Registry("preference loss")
@@ -79,7 +80,7 @@ class DPOParams:
             )
 
 
-@PREFERENCE_LOSSES.register("dpo", params=DPOParams)
+@PREFERENCE_LOSSES.register("dpo", params=DPOParams, paper=(papers.DPO, papers.CDPO), fidelity="faithful")
 def dpo(inp: PreferenceInput, params: DPOParams = DPOParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """Direct Preference Optimization (Rafailov et al. 2023, arXiv:2305.18290), with cDPO label smoothing.
 
@@ -105,7 +106,7 @@ class IPOParams:
             raise ValueError(f"tau must be > 0, got {self.tau}")
 
 
-@PREFERENCE_LOSSES.register("ipo", params=IPOParams)
+@PREFERENCE_LOSSES.register("ipo", params=IPOParams, paper=papers.IPO, fidelity="faithful")
 def ipo(inp: PreferenceInput, params: IPOParams = IPOParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """Identity Preference Optimisation (Azar et al. 2023, arXiv:2310.12036, the IPO loss of its section 5).
 
@@ -132,7 +133,7 @@ class SimPOParams:
             raise ValueError(f"gamma must be >= 0, got {self.gamma}")
 
 
-@PREFERENCE_LOSSES.register("simpo", params=SimPOParams)
+@PREFERENCE_LOSSES.register("simpo", params=SimPOParams, paper=papers.SIMPO, fidelity="faithful")
 def simpo(inp: PreferenceInput, params: SimPOParams = SimPOParams()) -> tuple[torch.Tensor, dict[str, float]]:
     """SimPO: a reference-free, length-normalised reward with a margin (Meng, Xia & Chen 2024, arXiv:2405.14734).
 

@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, _extra, _grpo_seq, group_moments
 from ascent.algorithms.state import PieceState
 from ascent.algorithms.turn_advantages import ExploreGroupParams, _to_tokens, _turn_extra, _turn_index
@@ -377,7 +378,20 @@ class PrmState(PieceState):
         return {"prm_scores": torch.sigmoid(logits)}
 
 
-@ADVANTAGES.register("prm", params=PrmParams, state=PrmState)
+@ADVANTAGES.register(
+    "prm",
+    params=PrmParams,
+    state=PrmState,
+    paper=(papers.MATH_SHEPHERD, papers.GRPO),
+    fidelity="reduced",
+    departures=(
+        (
+            "a frozen PRM's turn scores enter as DeepSeekMath's group-normalised process supervision, not "
+            "Math-Shepherd's step-by-step PPO with a critic"
+        ),
+        "a turn is a step: the PRM scores each turn's last token",
+    ),
+)
 def prm(inp: AdvantageInput, cfg, params: PrmParams = PrmParams(path="-")) -> torch.Tensor:
     """A process reward model as step-level credit (Math-Shepherd, Wang et al. 2024, arXiv:2312.08935):
     A_t = outcome_coef * A_GRPO + process_coef * sum_{j >= t} (s_j - mean_g s) / (std_g s + std_eps).
@@ -562,7 +576,18 @@ class QEvolveState(_BufferState):
         return {"turn_q": q, "turn_v": v}
 
 
-@ADVANTAGES.register("q_evolve", params=QEvolveParams, state=QEvolveState)
+@ADVANTAGES.register(
+    "q_evolve",
+    params=QEvolveParams,
+    state=QEvolveState,
+    paper=(papers.Q_EVOLVE, papers.IQL),
+    fidelity="reduced",
+    departures=(
+        "an online critic trained during RL replaces the offline iterate-then-BPPO loop",
+        "the success weight 1 + w 0.5^(K-1-t) is a reading of 'up-weights successful, near-terminal steps'",
+        "one-step A = Q - V, not GAE over the critic",
+    ),
+)
 def q_evolve(inp: AdvantageInput, cfg, params: QEvolveParams = QEvolveParams()) -> torch.Tensor:
     """Q-Evolve (Zhang et al. 2026, arXiv:2606.07367): step-wise process rewards from an in-distribution
     critic, A_t = outcome_coef * A_GRPO + process_coef * (Q(s_t, a_t) - V(s_t)) / (std_g r + std_eps).
@@ -678,7 +703,21 @@ class SpaState(_BufferState):
         return {"turn_contrib": c}
 
 
-@ADVANTAGES.register("spa", params=SpaParams, state=SpaState)
+@ADVANTAGES.register(
+    "spa",
+    params=SpaParams,
+    state=SpaState,
+    paper=papers.SPA,
+    fidelity="reduced",
+    departures=(
+        "the progress estimator trains online on recent trajectories, not before RL on the SFT agent's rollouts",
+        (
+            "a GRPO-style group baseline and std instead of PPO; a residual correction makes the contributions sum "
+            "exactly to the outcome"
+        ),
+        "the grounding term is off by default (`grounding_coef=0`)",
+    ),
+)
 def spa(inp: AdvantageInput, cfg, params: SpaParams = SpaParams()) -> torch.Tensor:
     """Stepwise Progress Attribution with a learned estimator (SPA, Wang et al. 2025, arXiv:2505.20732):
     A_t = (c^_t - mean_g r / K + grounding_coef g_t) / (std_g r + std_eps), sum_t c^_t = r.

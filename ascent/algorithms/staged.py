@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, broadcast, group_moments
 from ascent.algorithms.types import AdvantageInput
 
@@ -49,7 +50,21 @@ def stage_baselines(rewards: torch.Tensor, valid: torch.Tensor, group_index: tor
     return out
 
 
-@ADVANTAGES.register("staged")
+@ADVANTAGES.register(
+    "staged",
+    paper=papers.TREE_OPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the chain (one path) case only, with an isotonic (pool-adjacent-violators) projection in place of the "
+            "paper's QP"
+        ),
+        (
+            "stages come from the online `mcts` explorer of the current policy, not a teacher's offline tree; the "
+            "non-decreasing direction is ascent's reading"
+        ),
+    ),
+)
 def staged(inp: AdvantageInput, cfg) -> torch.Tensor:
     """Staged advantages (Tree-OPO's SAE, Huang et al. 2025, arXiv:2509.09284), heuristic projection.
 

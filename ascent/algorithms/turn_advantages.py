@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, _check, _extra, _grpo_seq, group_moments
 from ascent.algorithms.groups import group_min_max
 from ascent.algorithms.hindsight import SERL
@@ -150,7 +151,19 @@ class TreeParams:
     false: Dr. GRPO-like)."""
 
 
-@ADVANTAGES.register("tree", params=TreeParams)
+@ADVANTAGES.register(
+    "tree",
+    params=TreeParams,
+    paper=papers.TREEOPSD,
+    fidelity="reduced",
+    departures=(
+        "the turn-credit part only: no bounded teacher and no self-distillation loss",
+        (
+            "the tree is whatever prefixes the group's samples share (no forked continuations), so with independent "
+            "samples it mostly reduces to GRPO / Dr. GRPO"
+        ),
+    ),
+)
 def tree(inp: AdvantageInput, cfg, params: TreeParams = TreeParams()) -> torch.Tensor:
     """Tree credit (TreeOPSD; arXiv preprint, id not found: docs/references.md): A_t = V(node after turn t)
     - V(node before it), terminal rewards backed up.
@@ -218,7 +231,19 @@ def progress_contributions(inp: AdvantageInput, cfg, params: ProgressParams = Pr
     return contrib
 
 
-@ADVANTAGES.register("progress", params=ProgressParams)
+@ADVANTAGES.register(
+    "progress",
+    params=ProgressParams,
+    paper=papers.SPA,
+    fidelity="reduced",
+    departures=(
+        (
+            "learning-free: progress is the mean outcome of the group's trajectories that share the history (shrunk "
+            "with pseudo-count k), not a trained estimator (that is `spa`)"
+        ),
+        "no grounding term (left to reward functions); a GRPO-style group std instead of PPO",
+    ),
+)
 def progress(inp: AdvantageInput, cfg, params: ProgressParams = ProgressParams()) -> torch.Tensor:
     """Progress attribution (SPA, Wang et al., 2025, arXiv:2505.20732): A_t = p_t - p_{t-1}, contributions
     that sum to r - mean_g r exactly.
@@ -324,7 +349,19 @@ class ExploreGroupParams:
     Hua et al. 2026, arXiv:2605.08978; 0: the outcome only)."""
 
 
-@ADVANTAGES.register("explore_group", params=ExploreGroupParams)
+@ADVANTAGES.register(
+    "explore_group",
+    params=ExploreGroupParams,
+    paper=papers.EAPO_EXPLORATION,
+    fidelity="reduced",
+    departures=(
+        (
+            "exploration-aware grouping only: the variational-inference exploration reward is not implemented (a step "
+            "reward can enter as `step_coef` x extras turn_rewards, 0 by default)"
+        ),
+        "exploratory turns are the tool-call turns",
+    ),
+)
 def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = ExploreGroupParams()) -> torch.Tensor:
     """Exploration-aware grouping (EAPO = Exploration-Aware PO, Hua et al., 2026, arXiv:2605.08978):
     exploratory and task turns are GRPO-normalised in separate groups.

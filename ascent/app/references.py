@@ -8,6 +8,7 @@ the file differs; tests/test_provenance.py fails on a difference or on a piece w
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from pathlib import Path
@@ -81,13 +82,19 @@ def missing_provenance() -> list[str]:
 
 def all_papers() -> list[Paper]:
     """The papers of `ascent.papers` in their order there, then those only a registration names, by key.
-    Two different records under one key raise ValueError."""
+
+    Records under one key are one paper: they must agree on authors, year, title and reference (else ValueError);
+    the first (ascent.papers') section is kept and their notes are joined.
+    """
     found: dict[str, Paper] = {}
     declared = [v for v in vars(papers_module).values() if isinstance(v, Paper)]
     cited = [p for reg in registries().values() for e in reg.entries() if e.provenance for p in e.provenance.papers]
     for paper in declared + sorted(cited, key=lambda p: p.key.lower()):
-        if found.setdefault(paper.key, paper) != paper:
-            raise ValueError(f"two different papers under the key {paper.key!r}: {found[paper.key]} and {paper}")
+        known = found.setdefault(paper.key, paper)
+        if (known.authors, known.year, known.title, known.ref) != (paper.authors, paper.year, paper.title, paper.ref):
+            raise ValueError(f"two different papers under the key {paper.key!r}: {known} and {paper}")
+        if paper.note and paper.note not in known.note:
+            found[paper.key] = dataclasses.replace(known, note="; ".join(n for n in (known.note, paper.note) if n))
     return list(found.values())
 
 
@@ -101,7 +108,7 @@ def _users(paper: Paper) -> list[str]:
         f"{reg.kind} `{e.name}` ({e.provenance.fidelity})"
         for reg in registries().values()
         for e in reg.entries()
-        if e.provenance and paper in e.provenance.papers
+        if e.provenance and paper.key in {p.key for p in e.provenance.papers}
     ]
 
 
@@ -165,8 +172,9 @@ def render() -> str:
     out = [HEADER]
     papers = all_papers()
     for section, (title, intro) in SECTIONS.items():
-        out += [f"## {title}", ""] + ([intro, ""] if intro else [])
-        out += _paper_table([p for p in papers if p.section == section]) + [""]
+        rows = [p for p in papers if p.section == section]
+        if rows:  # a section without papers is left out
+            out += [f"## {title}", ""] + ([intro, ""] if intro else []) + _paper_table(rows) + [""]
     out += [
         "## Every registered piece: paper, fidelity, departures",
         "",

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ascent import papers
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 from ascent.typed import ConfigError
 
@@ -73,7 +74,13 @@ def context_params(env: Any, params: ContextualParams, training: bool) -> Any:
     return ContextParams(contexts=contexts, visible=params.visible, selection="by_seed", seed=params.seed)
 
 
-@CLASSIC_WRAPPERS.register("contextual", params=ContextualParams)
+@CLASSIC_WRAPPERS.register(
+    "contextual",
+    params=ContextualParams,
+    paper=papers.CARL,
+    fidelity="faithful",
+    departures=("CartPole, Acrobot and MuJoCo physics contexts only, not CARL's wider environment families",),
+)
 def contextual(env: Any, training: bool, params: ContextualParams) -> Any:
     """CARL contexts (Benjamins et al. 2023, TMLR, arXiv:2202.04500): training draws c_i = U[low_i, high_i] x
     default_i per episode, evaluation cycles the held-out contexts by reset seed; o = s or [s, c] (visible)."""

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import QNetwork, adam
 from ascent.classic.replay import ReplayBuffer
@@ -178,7 +179,18 @@ class DQN:
         self.steps, self.epsilon, self.target_count = state["steps"], state["epsilon"], state["target_count"]
 
 
-@CLASSIC.register("dqn", params=DQNParams)
+@CLASSIC.register(
+    "dqn",
+    params=DQNParams,
+    paper=papers.DQN,
+    fidelity="faithful",
+    departures=(
+        (
+            "Stable-Baselines3's details: Adam, MLP on vector observations (no Atari CNN or frame stack), a "
+            "time-limit cut bootstraps"
+        ),
+    ),
+)
 def dqn(ctx: ClassicContext, params: DQNParams = DQNParams()) -> DQN:
     """DQN, replay + target network + Huber loss (Mnih et al. 2015, Nature 518:529); discrete actions.
 

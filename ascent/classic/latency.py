@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ascent import papers
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 from ascent.typed import ConfigError
 
@@ -155,14 +156,31 @@ def _latency_class():
     return Latency
 
 
-@CLASSIC_WRAPPERS.register("latency", params=LatencyParams)
+@CLASSIC_WRAPPERS.register(
+    "latency",
+    params=LatencyParams,
+    paper=papers.ARLI,
+    fidelity="ascent",
+    departures=("the problem setting only: a constant action delay and a stale observation, no method",),
+)
 def latency(env: Any, training: bool, params: LatencyParams) -> Any:
     """Inference latency: the action chosen at step t executes at t + delay (a queue of `delay` committed actions,
     `default` at the start), the agent sees s_{t - obs_delay}; the plain observation is not Markov."""
     return _latency_class()(env, params, actions=False, intermediate=False)
 
 
-@CLASSIC_WRAPPERS.register("arli", params=ARLIParams)
+@CLASSIC_WRAPPERS.register(
+    "arli",
+    params=ARLIParams,
+    paper=(papers.ARLI, papers.CONSTANT_DELAY_AUGMENTED_STATE),
+    fidelity="reduced",
+    departures=(
+        (
+            "a single-action constant-delay model of inference latency; the paper's chunked asynchronous inference "
+            "with a low-latency RL head is not modelled (paper not found: judged against its abstract)"
+        ),
+    ),
+)
 def arli(env: Any, training: bool, params: ARLIParams) -> Any:
     """ARLI (asynchronous RL with intermediate information; cited by title, no arXiv id found): `latency` with
     o_t = [s_{t-k}, committed actions a_{t-d..t-1} (one-hot / values), intermediate observation s_t (k > 0)]."""

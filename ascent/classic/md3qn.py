@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.dqn import DQN, DQNParams
 from ascent.classic.networks import adam, mlp
@@ -149,7 +150,7 @@ class MD3QN(DQN):
         self.vectors[: len(state["vectors"])] = state["vectors"]
 
 
-@CLASSIC.register("md3qn", params=MD3QNParams)
+@CLASSIC.register("md3qn", params=MD3QNParams, paper=papers.MD3QN, fidelity="faithful")
 def md3qn(ctx: ClassicContext, params: MD3QNParams = MD3QNParams()) -> MD3QN:
     """MD3QN (Zhang, Chen, Zhao, Xiong, Qin & Liu 2021, NeurIPS 2021, arXiv:2110.13578): N particles of the joint
     C-channel return per action, L = MMD²(Z(s, a), r_vec + γ (1 - terminated) Z⁻(s', a*)) with Gaussian kernels

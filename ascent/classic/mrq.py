@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.typed import ConfigError
 
@@ -466,7 +467,18 @@ class MRQ:
         self.reward_scale, self.target_reward_scale = state["reward_scales"]
 
 
-@CLASSIC.register("mrq", params=MRQParams)
+@CLASSIC.register(
+    "mrq",
+    params=MRQParams,
+    paper=papers.MR_Q,
+    fidelity="reduced",
+    departures=(
+        (
+            "continuous actions only; uniform replay (no LAP); no image encoder; default initialisation; the "
+            "termination loss is always on"
+        ),
+    ),
+)
 def mrq(ctx: ClassicContext, params: MRQParams = MRQParams()) -> MRQ:
     """MR.Q, model-free RL on a model-based (dynamics, reward, termination) state-action encoding with a TD3-style
     deterministic actor (Fujimoto, D'Oro, Zhang, Tian & Rabbat 2025, ICLR 2025, arXiv:2501.16142).

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ascent import papers
 from ascent.algorithms.losses import ppo_clip
 from ascent.algorithms.types import LossInput
 from ascent.classic.base import CLASSIC, ClassicContext
@@ -214,7 +215,9 @@ def check(params: PPOParams, num_envs: int) -> None:
         )
 
 
-@CLASSIC.register("ppo", params=PPOParams)
+@CLASSIC.register(
+    "ppo", params=PPOParams, paper=(papers.PPO, papers.GAE, papers.PPO_IMPLEMENTATION_DETAILS), fidelity="faithful"
+)
 def ppo(ctx: ClassicContext, params: PPOParams = PPOParams()) -> PPO:
     """PPO, clipped surrogate + GAE (Schulman et al. 2017, arXiv:1707.06347); discrete and continuous actions.
 

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.dqn import DQN, DQNParams
 from ascent.classic.networks import adam, mlp
@@ -158,7 +159,19 @@ class RetrievalDQN(DQN):
         self.set_index(torch.from_numpy(np.asarray(index["keys"])), torch.from_numpy(np.asarray(index["features"])))
 
 
-@CLASSIC.register("retrieval_dqn", params=RetrievalParams)
+@CLASSIC.register(
+    "retrieval_dqn",
+    params=RetrievalParams,
+    paper=papers.RETRIEVAL_AUGMENTED_RL,
+    fidelity="reduced",
+    departures=(
+        (
+            "the dataset is the agent's own recent transitions; Euclidean k nearest neighbours on raw observations, "
+            "no learned retrieval embedding"
+        ),
+        "one attention step instead of the recurrent retrieval process",
+    ),
+)
 def retrieval_dqn(ctx: ClassicContext, params: RetrievalParams = RetrievalParams()) -> RetrievalDQN:
     """Retrieval-augmented DQN (Goyal et al. 2022, ICML 2022, arXiv:2202.08417): Q(s, ·) = MLP([s, u(s)]),
     u = Σ_m softmax(q(s)·key(f_m)/√d) value(f_m) over the k nearest stored transitions f_m = [s_m, onehot(a_m), r_m,

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ascent import papers
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 from ascent.typed import ConfigError
 
@@ -152,7 +153,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@CLASSIC_WRAPPERS.register("pendulum_channels", params=ChannelParams)
+@CLASSIC_WRAPPERS.register("pendulum_channels", params=ChannelParams, paper=papers.MD3QN, fidelity="ascent")
 def pendulum_channels(env: Any, training: bool, params: ChannelParams) -> Any:
     """Pendulum-v1's reward in three channels: r_vec = scale (-θ², -0.1 θ̇², -0.001 u²), Σ r_vec = scale r
     (the cost of Gymnasium's Pendulum-v1; channels as in the multi-reward setting of Zhang et al. 2021,
@@ -160,7 +161,7 @@ def pendulum_channels(env: Any, training: bool, params: ChannelParams) -> Any:
     return _classes()[0](env, params.scale)
 
 
-@CLASSIC_WRAPPERS.register("mujoco_channels", params=MujocoChannelParams)
+@CLASSIC_WRAPPERS.register("mujoco_channels", params=MujocoChannelParams, paper=papers.MD3QN, fidelity="ascent")
 def mujoco_channels(env: Any, training: bool, params: MujocoChannelParams) -> Any:
     """A MuJoCo v5 env's reward terms as channels: r_vec = scale (info[k])_k, Σ r_vec = scale r (checked); e.g.
     InvertedDoublePendulum-v5: (distance_penalty, reward_survive, velocity_penalty) (Zhang et al. 2021, NeurIPS
@@ -168,7 +169,7 @@ def mujoco_channels(env: Any, training: bool, params: MujocoChannelParams) -> An
     return _classes()[1](env, params.keys, params.scale)
 
 
-@CLASSIC_WRAPPERS.register("discrete_actions", params=DiscreteActionParams)
+@CLASSIC_WRAPPERS.register("discrete_actions", params=DiscreteActionParams, paper=None, fidelity="ascent")
 def discrete_actions(env: Any, training: bool, params: DiscreteActionParams) -> Any:
     """Discrete(n) actions on a 1-D box: a_i = low + i (high - low) / (n - 1), i = 0..n-1 (the usual
     discretisation that lets DQN (Mnih et al. 2015, Nature 518:529) act on Pendulum-v1)."""

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.networks import SquashedGaussianPolicy, TwinQ, adam
 from ascent.classic.replay import ReplayBuffer
@@ -196,7 +197,7 @@ class SAC:
         self.steps = state["steps"]
 
 
-@CLASSIC.register("sac", params=SACParams)
+@CLASSIC.register("sac", params=SACParams, paper=papers.SAC, fidelity="faithful")
 def sac(ctx: ClassicContext, params: SACParams = SACParams()) -> SAC:
     """SAC, twin soft Q + tanh-Gaussian actor + learned temperature (Haarnoja et al. 2018, arXiv:1812.05905).
 

@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ascent import papers
 from ascent.classic.wrappers import CLASSIC_WRAPPERS
 from ascent.typed import ConfigError
 
@@ -131,7 +132,7 @@ def _distractors_class():
     return Distractors
 
 
-@CLASSIC_WRAPPERS.register("distractors", params=DistractorsParams)
+@CLASSIC_WRAPPERS.register("distractors", params=DistractorsParams, paper=papers.SEEK, fidelity="ascent")
 def distractors(env: Any, training: bool, params: DistractorsParams) -> Any:
     """Append n irrelevant features: z_t ~ N(0, scale^2) i.i.d. (noise) or z_{t+1} = rho z_t + sqrt(1-rho^2)
     scale eps (ar1); what SEEK (Ma et al. 2023, arXiv:2303.14281) should drop."""
@@ -340,7 +341,22 @@ def _select_class():
     return SelectFeatures
 
 
-@CLASSIC_WRAPPERS.register("seek", params=SeekParams)
+@CLASSIC_WRAPPERS.register(
+    "seek",
+    params=SeekParams,
+    paper=(papers.SEEK, papers.MODEL_X_KNOCKOFFS, papers.DERANDOMIZED_KNOCKOFFS),
+    fidelity="reduced",
+    departures=(
+        (
+            "no data splitting; the action enters as a covariate, not through action-wise knockoffs; lasso on a "
+            "quadratic basis"
+        ),
+        (
+            "the knockoff (not knockoff+) threshold by default; termination is added as a response; a majority vote "
+            "over 5 knockoff draws"
+        ),
+    ),
+)
 def seek(env: Any, training: bool, params: SeekParams) -> Any:
     """SEEK (Ma et al. 2023, arXiv:2303.14281): keep the state variables selected by sequential model-X knockoffs
     (reward / termination first, then the next values of the selected), W_j = |b_j| - |b~_j|, knockoff threshold

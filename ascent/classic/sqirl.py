@@ -23,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.dqn import dqn_target
 from ascent.classic.networks import QNetwork, adam
@@ -189,7 +190,19 @@ class SQIRL:
         self.steps, self.t, self.round, self.last_loss = state["steps"], state["t"], state["round"], state["last_loss"]
 
 
-@CLASSIC.register("sqirl", params=SQIRLParams)
+@CLASSIC.register(
+    "sqirl",
+    params=SQIRLParams,
+    paper=papers.SQIRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "a stationary policy with epsilon-greedy rounds after round 0: Q_1 regresses the near-greedy policy's "
+            "returns, not the random policy's, so it is epsilon-greedy approximate policy iteration with k-step "
+            "fitted-Q, not the paper's per-timestep scheme"
+        ),
+    ),
+)
 def sqirl(ctx: ClassicContext, params: SQIRLParams = SQIRLParams()) -> SQIRL:
     """SQIRL (Laidlaw, Russell & Dragan 2023, NeurIPS, arXiv:2304.09853), deep variant; discrete actions.
 

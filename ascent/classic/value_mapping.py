@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ascent import papers
 from ascent.classic.base import CLASSIC, ClassicContext
 from ascent.classic.dqn import DQN, DQNParams
 from ascent.classic.networks import adam, mlp
@@ -152,7 +153,13 @@ class ValueMappingDQN(DQN):
         return loss.detach()
 
 
-@CLASSIC.register("ovm_dqn", params=ValueMappingParams)
+@CLASSIC.register(
+    "ovm_dqn",
+    params=ValueMappingParams,
+    paper=(papers.ORCHESTRATED_VALUE_MAPPING, papers.LOG_Q_LEARNING),
+    fidelity="faithful",
+    departures=("one instance of the class (log or identity mapping on the sign channels, on DQN); beta_reg = 1",),
+)
 def ovm_dqn(ctx: ClassicContext, params: ValueMappingParams = ValueMappingParams()) -> ValueMappingDQN:
     """DQN with orchestrated value mapping (Fatemi & Tavakoli 2022, ICLR, arXiv:2203.07171); discrete actions.
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ascent import papers
 from ascent.registry import Registry
 from ascent.typed import ConfigError
 
@@ -89,7 +90,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-@CLASSIC_WRAPPERS.register("action_repeat", params=ActionRepeatParams)
+@CLASSIC_WRAPPERS.register("action_repeat", params=ActionRepeatParams, paper=papers.DQN, fidelity="faithful")
 def action_repeat(env: Any, training: bool, params: ActionRepeatParams) -> Any:
     """Action repeat (frame skip; Mnih et al. 2015, Nature 518:529): one agent decision drives `k` environment
     steps, r = Σ_{j<k} r_{t+j}; the time limit still counts the environment's own steps."""

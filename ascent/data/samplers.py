@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from ascent import papers
 from ascent.data.sampler import RowSampler
 from ascent.registry import Registry
 
@@ -81,7 +82,7 @@ class PromptSampler:
         raise NotImplementedError
 
 
-@SAMPLERS.register("uniform")
+@SAMPLERS.register("uniform", paper=None, fidelity="ascent")
 class UniformSampler(PromptSampler):
     """Every training row once per epoch in a fresh seeded permutation (sampling without replacement): the
     default, what every GRPO recipe does. Its state is the epoch and the cursor."""
@@ -196,7 +197,13 @@ class PassRateParams:
             raise ValueError(f"revisit must be in [0, 1], got {self.revisit}")
 
 
-@SAMPLERS.register("pass_rate", params=PassRateParams)
+@SAMPLERS.register(
+    "pass_rate",
+    params=PassRateParams,
+    paper=papers.BALANCED_ONLINE_DIFFICULTY_FILTERING,
+    fidelity="reduced",
+    departures=("filters before sampling, by an EMA of each row's earlier pass rates, not after sampling the batch",),
+)
 class PassRateSampler(PromptSampler):
     """Online difficulty filtering: skip rows whose running pass rate lies outside [low, high].
 
@@ -311,7 +318,18 @@ def field_bins(rows: list[dict[str, Any]], field: str, stages: int) -> Optional[
     return [dense[b] for b in raw]
 
 
-@SAMPLERS.register("staged", params=StagedParams)
+@SAMPLERS.register(
+    "staged",
+    params=StagedParams,
+    paper=papers.DIFFICULTY_AWARE_STAGED_RL,
+    fidelity="faithful",
+    departures=(
+        (
+            "equal-count quantile bins of a `difficulty` field (else of the EMA pass rate) and stages by draw count "
+            "are ascent's choices"
+        ),
+    ),
+)
 class StagedSampler(PromptSampler):
     """Staged curriculum: draw from difficulty bins one stage at a time, easiest first.
 
@@ -462,7 +480,19 @@ class CobaParams:
             raise ValueError(f"decay must be in (0, 1], got {self.decay}")
 
 
-@SAMPLERS.register("coba", params=CobaParams)
+@SAMPLERS.register(
+    "coba",
+    params=CobaParams,
+    paper=papers.COBA_RL,
+    fidelity="reduced",
+    departures=(
+        (
+            "the capability-oriented value function is replaced by the probability that a group has signal under a "
+            "Beta posterior of the pass rate"
+        ),
+        "the paper's explore/exploit schedule is not reproduced",
+    ),
+)
 class CobaSampler(PromptSampler):
     """Rollout budget allocation: the drawn prompts share k × samples_per_prompt samples, heap-greedy by value.
 
@@ -550,7 +580,13 @@ class RapoPruneParams:
             raise ValueError(f"replay must be in [0, 1], got {self.replay}")
 
 
-@SAMPLERS.register("rapo_prune", params=RapoPruneParams)
+@SAMPLERS.register(
+    "rapo_prune",
+    params=RapoPruneParams,
+    paper=papers.RAPO,
+    fidelity="faithful",
+    departures=("the saturation window and the replay probability of pruned rows are ascent's choices",),
+)
 class RapoPruneSampler(PromptSampler):
     """Curriculum pruning: prompts solved in every sample of their last m groups leave the pool.
 

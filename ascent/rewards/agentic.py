@@ -26,6 +26,7 @@ import re
 from collections import Counter
 from typing import Any, Optional, Sequence
 
+from ascent import papers
 from ascent.envs.search_world import normalize
 from ascent.envs.tool_env import parse_answer
 from ascent.envs.tools import ToolCall, parse_tool_calls
@@ -82,7 +83,7 @@ def _answers(completions: Sequence[str], agent_info, agent_turn_texts) -> list[O
     return [final_answer(c, i, t) for c, i, t in zip(completions, _col(agent_info, n), _col(agent_turn_texts, n))]
 
 
-@REWARDS.register("answer_em")
+@REWARDS.register("answer_em", paper=None, fidelity="ascent")
 def answer_em(
     prompts: list[str],
     completions: list[str],
@@ -99,7 +100,7 @@ def answer_em(
     ]
 
 
-@REWARDS.register("answer_f1")
+@REWARDS.register("answer_f1", paper=papers.SQUAD, fidelity="faithful")
 def answer_f1(
     prompts: list[str],
     completions: list[str],
@@ -116,7 +117,18 @@ def answer_f1(
     ]
 
 
-@REWARDS.register("trace")
+@REWARDS.register(
+    "trace",
+    paper=papers.HYPEREYES,
+    fidelity="reduced",
+    departures=(
+        (
+            "the ratio form min(1, (ref + 1)/(calls + 1)) and the EMA tightening of the reference count are ascent's "
+            "own (not in the abstract)"
+        ),
+        "counts every tool call, not search rounds (parallel calls in one turn each count)",
+    ),
+)
 class Trace:
     """TRACE tool-cost reward (HyperEyes, Li et al., 2026, arXiv:2605.07177): a correct episode with c tool
     calls scores
@@ -187,7 +199,18 @@ def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optiona
     return found[-1].lower() if found else None
 
 
-@REWARDS.register("source_consistency")
+@REWARDS.register(
+    "source_consistency",
+    paper=papers.SOAR,
+    fidelity="reduced",
+    departures=(
+        (
+            "SOAR's formula is not published: an agreement indicator of the last `<source>` tag with the "
+            "environment's `supported` flag"
+        ),
+        "one source tag per answer, not two parallel tagged reasoning streams with per-stream credit",
+    ),
+)
 def source_consistency(
     prompts: list[str], completions: list[str], agent_info=None, agent_turn_texts=None, missing: float = 0.0, **_: Any
 ) -> Values:
@@ -352,7 +375,17 @@ def c_grpo(
     return out
 
 
-@REWARDS.register("evidence_recall")
+@REWARDS.register(
+    "evidence_recall",
+    paper=papers.DAVID_GRPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "DAVID-GRPO's retrieval credit only (share of gold evidence documents shown or opened); its other parts "
+            "(e.g. near-miss resampling from truncated trajectories) are not implemented"
+        ),
+    ),
+)
 def evidence_recall(prompts: list[str], completions: list[str], evidence=None, agent_info=None, **_: Any) -> Values:
     """DAVID-GRPO retrieval credit (Han et al., 2026, arXiv:2601.21699): the share of the gold evidence
     documents (`evidence`) the agent retrieved (shown by search) or opened. No evidence: None."""
@@ -378,7 +411,18 @@ def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -
     ]
 
 
-@REWARDS.register("igpo")
+@REWARDS.register(
+    "igpo",
+    paper=papers.IGPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "as a sequence reward: the total information gain without the outcome; the per-turn gains reach "
+            "turn-level estimators through `agent.turn_rewards=igpo`"
+        ),
+        "IGPO's own turn advantage (group-normalised turn rewards, discounted sum) is not a named estimator",
+    ),
+)
 def igpo(prompts: list[str], completions: list[str], agent_answer_probs=None, **_: Any) -> Values:
     """IGPO's total information gain (Wang et al., 2025, arXiv:2510.14967) as a sequence reward: sum over turns of
     p_{t+1} - p_t (`igpo_turn_rewards` without the outcome), i.e. how much the episode's observations
@@ -433,7 +477,18 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
     return scores
 
 
-@REWARDS.register("meta_tags")
+@REWARDS.register(
+    "meta_tags",
+    paper=papers.RLVMR,
+    fidelity="reduced",
+    departures=(
+        "the per-step tag scores are averaged into one episode-level reward: no per-step credit",
+        (
+            "the rules -1 for an exploration that only repeats calls, `<plan>` scored in turn 0 only, and no format "
+            "penalty are ascent's"
+        ),
+    ),
+)
 def meta_tags(
     prompts: list[str],
     completions: list[str],
@@ -459,7 +514,17 @@ def meta_tags(
     return out
 
 
-@REWARDS.register("round_discount")
+@REWARDS.register(
+    "round_discount",
+    paper=papers.ITERRESEARCH,
+    fidelity="reduced",
+    departures=(
+        (
+            "gamma^rounds x base is an inferred form (not in the abstract); adaptive downsampling and workspace "
+            "reconstruction are not part of it"
+        ),
+    ),
+)
 def round_discount(
     prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any
 ) -> Values:

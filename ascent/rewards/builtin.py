@@ -14,7 +14,7 @@ REWARDS: Registry = Registry("reward")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 
-@REWARDS.register("exact_answer")
+@REWARDS.register("exact_answer", paper=None, fidelity="ascent")
 def exact_answer(
     prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
 ) -> list[Optional[float]]:
@@ -24,7 +24,7 @@ def exact_answer(
     return [None if a is None else float(c.strip() == str(a).strip()) for c, a in zip(completions, answer)]
 
 
-@REWARDS.register("last_number")
+@REWARDS.register("last_number", paper=None, fidelity="ascent")
 def last_number(
     prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
 ) -> list[Optional[float]]:
@@ -41,7 +41,7 @@ def last_number(
     return out
 
 
-@REWARDS.register("math_verify")
+@REWARDS.register("math_verify", paper=None, fidelity="ascent")
 def math_verify_reward(
     prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
 ) -> list[Optional[float]]:
@@ -90,7 +90,7 @@ def stated_answer(completion: str) -> Optional[str]:
     return found[-1].replace(",", "").lstrip("$") if found else None
 
 
-@REWARDS.register("answer_is")
+@REWARDS.register("answer_is", paper=None, fidelity="ascent")
 def answer_is(
     prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, **_: Any
 ) -> list[Optional[float]]:

@@ -26,6 +26,7 @@ import json
 import re
 from typing import Any, Callable, Optional
 
+from ascent import papers
 from ascent.registry import Registry
 from ascent.rewards.builtin import REWARDS
 
@@ -51,77 +52,77 @@ def _fold(text: str, spec: dict[str, Any]) -> tuple[str, str]:
     return (text, value) if spec.get("case_sensitive") else (text.lower(), value.lower())
 
 
-@CONSTRAINTS.register("max_words")
+@CONSTRAINTS.register("max_words", paper=None, fidelity="ascent")
 def max_words(text: str, spec: dict[str, Any]) -> bool:
     """At most `value` whitespace-separated words."""
     return len(text.split()) <= _int_value(spec)
 
 
-@CONSTRAINTS.register("min_words")
+@CONSTRAINTS.register("min_words", paper=None, fidelity="ascent")
 def min_words(text: str, spec: dict[str, Any]) -> bool:
     """At least `value` whitespace-separated words."""
     return len(text.split()) >= _int_value(spec)
 
 
-@CONSTRAINTS.register("max_chars")
+@CONSTRAINTS.register("max_chars", paper=None, fidelity="ascent")
 def max_chars(text: str, spec: dict[str, Any]) -> bool:
     """At most `value` characters."""
     return len(text) <= _int_value(spec)
 
 
-@CONSTRAINTS.register("min_chars")
+@CONSTRAINTS.register("min_chars", paper=None, fidelity="ascent")
 def min_chars(text: str, spec: dict[str, Any]) -> bool:
     """At least `value` characters."""
     return len(text) >= _int_value(spec)
 
 
-@CONSTRAINTS.register("contains")
+@CONSTRAINTS.register("contains", paper=None, fidelity="ascent")
 def contains(text: str, spec: dict[str, Any]) -> bool:
     """`value` occurs in the text."""
     t, v = _fold(text, spec)
     return v in t
 
 
-@CONSTRAINTS.register("not_contains")
+@CONSTRAINTS.register("not_contains", paper=None, fidelity="ascent")
 def not_contains(text: str, spec: dict[str, Any]) -> bool:
     """`value` does not occur in the text."""
     t, v = _fold(text, spec)
     return v not in t
 
 
-@CONSTRAINTS.register("starts_with")
+@CONSTRAINTS.register("starts_with", paper=None, fidelity="ascent")
 def starts_with(text: str, spec: dict[str, Any]) -> bool:
     """The text starts with `value`."""
     t, v = _fold(text, spec)
     return t.startswith(v)
 
 
-@CONSTRAINTS.register("ends_with")
+@CONSTRAINTS.register("ends_with", paper=None, fidelity="ascent")
 def ends_with(text: str, spec: dict[str, Any]) -> bool:
     """The text ends with `value`."""
     t, v = _fold(text, spec)
     return t.endswith(v)
 
 
-@CONSTRAINTS.register("regex")
+@CONSTRAINTS.register("regex", paper=None, fidelity="ascent")
 def regex(text: str, spec: dict[str, Any]) -> bool:
     """re.search(`value`, text) matches."""
     return re.search(str(_value(spec)), text, 0 if spec.get("case_sensitive") else re.IGNORECASE) is not None
 
 
-@CONSTRAINTS.register("no_commas")
+@CONSTRAINTS.register("no_commas", paper=None, fidelity="ascent")
 def no_commas(text: str, spec: dict[str, Any]) -> bool:
     """No comma in the text."""
     return "," not in text
 
 
-@CONSTRAINTS.register("lowercase")
+@CONSTRAINTS.register("lowercase", paper=None, fidelity="ascent")
 def lowercase(text: str, spec: dict[str, Any]) -> bool:
     """No upper-case letter."""
     return text == text.lower()
 
 
-@CONSTRAINTS.register("uppercase")
+@CONSTRAINTS.register("uppercase", paper=None, fidelity="ascent")
 def uppercase(text: str, spec: dict[str, Any]) -> bool:
     """No lower-case letter."""
     return text == text.upper()
@@ -162,7 +163,17 @@ def _as_list(row_constraints: Any) -> Optional[list]:
     return list(row_constraints)
 
 
-@REWARDS.register("constraints")
+@REWARDS.register(
+    "constraints",
+    paper=papers.INSTRUCTION_FOLLOWING_SELF_SUPERVISED_RL,
+    fidelity="reduced",
+    departures=(
+        (
+            "rule-checkable constraints only: the constraint-wise classifier reward model trained on pseudo-labels is "
+            "not implemented"
+        ),
+    ),
+)
 def constraints_reward(
     prompts: list[str],
     completions: list[str],

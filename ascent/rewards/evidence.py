@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.typed import build
 
@@ -90,7 +91,19 @@ def group_relative(scores: list[float], groups: list[Any], scale: float = 1.0, e
     return out
 
 
-@REWARDS.register("evidence_rm", params=EvidenceParams)
+@REWARDS.register(
+    "evidence_rm",
+    params=EvidenceParams,
+    paper=papers.EAPO_EVIDENCE,
+    fidelity="reduced",
+    departures=(
+        (
+            "the group-relative evidence reward only: tree-structured evidence sampling and the outcome-consistent "
+            "retraining of the reward model are not implemented"
+        ),
+        "any reward spec scores the evidence (an RM, a gold-needle check, `rm_online`)",
+    ),
+)
 class EvidenceReward:
     """Group-Relative Evidence Reward (EAPO, Guan et al. 2026, arXiv:2601.10306): r_i = scale · (s_i − mean_g s) /
     (std_g s + eps), s_i = the `scorer` reward of the completion's evidence spans (`missing_score` without any)."""

@@ -17,14 +17,14 @@ from ascent.rewards.builtin import REWARDS
 Values = list[Optional[float]]
 
 
-@REWARDS.register("game_won")
+@REWARDS.register("game_won", paper=None, fidelity="ascent")
 def game_won(prompts: list[str], completions: list[str], agent_info=None, **_: Any) -> Values:
     """1.0 when the episode's last step info says `won`, else 0.0."""
     infos = list(agent_info) if agent_info is not None else [None] * len(completions)
     return [None if i is None else float(bool(i.get("won", False))) for i in infos]
 
 
-@REWARDS.register("game_score")
+@REWARDS.register("game_score", paper=None, fidelity="ascent")
 def game_score(prompts: list[str], completions: list[str], agent_info=None, **_: Any) -> Values:
     """The last step info's `score / max_score` (max_score 1 when absent), in [0, 1] for scores in range."""
     infos = list(agent_info) if agent_info is not None else [None] * len(completions)

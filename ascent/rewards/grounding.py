@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.typed import ConfigError, build
 
@@ -99,7 +100,19 @@ def bm25_coverage(sources: list[str], outputs: list[str], k1: float = 1.5, b: fl
     return out
 
 
-@REWARDS.register("source_similarity", params=SourceSimilarityParams)
+@REWARDS.register(
+    "source_similarity",
+    params=SourceSimilarityParams,
+    paper=papers.SG_SRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "BM25 coverage of the source (same language) or an encoder-embedding cosine instead of the cross-lingual "
+            "reranker"
+        ),
+        "the recovery SFT stage against verbosity hacking is not implemented",
+    ),
+)
 class SourceSimilarity:
     """Reference-free grounding reward (SG-SRL, Su et al. 2026, arXiv:2605.29502): BM25-weighted coverage of the
     source's terms, r = Σ_{t∈T(y)∩T(x)} w(t, x) / Σ_{t∈T(x)} w(t, x) (`bm25`), or cos(e(x), e(y)) of mean-pooled

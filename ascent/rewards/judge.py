@@ -41,6 +41,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.rollout.types import SamplingSettings
 from ascent.typed import ConfigError, build
@@ -265,7 +266,18 @@ def check_judge_spec(spec: str) -> None:
         resolve_judge_model(params.model)
 
 
-@REWARDS.register("judge", params=JudgeParams)
+@REWARDS.register(
+    "judge",
+    params=JudgeParams,
+    paper=papers.DEEPSEEK_GRM_SPCT,
+    fidelity="reduced",
+    departures=(
+        (
+            "no SPCT training of the judge and no meta-RM-guided voting: the mean of the valid sampled scores, "
+            "rescaled to [0, 1]"
+        ),
+    ),
+)
 class GenerativeJudge:
     """Generative judge: a local LM writes principles, a critique and a score, k times; reward = the vote.
 

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 
 
@@ -247,7 +248,17 @@ def solve_lp(lp: LinearProgram, nonneg: bool = True, time_limit_s: float = 5.0) 
     return {2: "infeasible", 3: "unbounded"}.get(res.status, "error"), None
 
 
-@REWARDS.register("lp_solver")
+@REWARDS.register(
+    "lp_solver",
+    paper=papers.SIRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "checks a continuous LP written in ascent's own text format, solved by HiGHS: no generated solver code is "
+            "run and there are no integer variables"
+        ),
+    ),
+)
 def lp_solver(
     prompts: list[str],
     completions: list[str],

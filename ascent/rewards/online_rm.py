@@ -38,6 +38,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.reward_model import bt_loss, encode, load_reward_model, read_meta, score
 from ascent.typed import build
@@ -117,7 +118,19 @@ def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
     return list(group) if group is not None and all(g is not None for g in group) else list(prompts)
 
 
-@REWARDS.register("rm_online", params=OnlineRMParams)
+@REWARDS.register(
+    "rm_online",
+    params=OnlineRMParams,
+    paper=(papers.RLANYTHING, papers.ONLINE_ITERATED_RLHF),
+    fidelity="reduced",
+    departures=(
+        (
+            "the online-RLHF loop (Bradley-Terry steps on pairs from the policy's own batches, labelled by a possibly "
+            "noisy verifier); RLAnything's consistency feedback, step-wise rewards and environment adaptation are not "
+            "implemented"
+        ),
+    ),
+)
 class OnlineRewardModel:
     """A Bradley–Terry reward model updated on every batch it scores (RLAnything's jointly optimised reward model,
     2025; the online RLHF loop of Bai et al. 2022, arXiv:2204.05862): r = RM_θ(x, y) with θ before the update, then

@@ -29,6 +29,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.rollout.types import SamplingSettings
 from ascent.typed import ConfigError, build
@@ -174,7 +175,22 @@ class Peer:
         return True
 
 
-@REWARDS.register("peer_consensus", params=PeerConsensusParams)
+@REWARDS.register(
+    "peer_consensus",
+    params=PeerConsensusParams,
+    paper=(papers.CO_RL, papers.TTRL),
+    fidelity="reduced",
+    departures=(
+        (
+            "the peer-consensus reward and an asynchronous cohort (separate runs reloading each other's checkpoints), "
+            "not a synchronous multi-policy trainer"
+        ),
+        (
+            "the default `include_self=true` lets the policy's own group vote; Co-RL's trainer votes with the peers "
+            "only (`include_self=false`)"
+        ),
+    ),
+)
 class PeerConsensus:
     """r_i = 1[answer(y_i) = majority of the votes of the prompt's group (and/or of peer models' k answers)], None
     below `min_share`: the peer reward of Co-RL (github.com/DrStranded/Co-RL), TTRL's majority vote without peers

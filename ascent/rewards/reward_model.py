@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 from transformers import PreTrainedModel
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.typed import ConfigError
 
@@ -160,7 +161,14 @@ def read_meta(folder: Path) -> dict[str, Any]:
     return meta
 
 
-@REWARDS.register("reward_model")
+@REWARDS.register(
+    "reward_model",
+    paper=papers.INSTRUCTGPT,
+    fidelity="faithful",
+    departures=(
+        "the reward model is any `ascent train-rm` folder: a Bradley-Terry head on the last token, trained on pairs",
+    ),
+)
 class RewardModelReward:
     """A trained Bradley–Terry reward model as a reward: r(x, y) = w·h_last + b of `prompt + completion + EOS`
     (Ouyang et al. 2022, arXiv:2203.02155). `reward=rm:PATH` is short for `reward_model(path=PATH)`.

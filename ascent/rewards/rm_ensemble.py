@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.reward_model import load_reward_model, read_meta, score
 from ascent.typed import ConfigError, build
@@ -82,7 +83,18 @@ def combine(scores: torch.Tensor, aggregate: str, uwo_coef: float = 1.0) -> torc
     return mean - uwo_coef * scores.var(0, unbiased=False)
 
 
-@REWARDS.register("rm_ensemble", params=RMEnsembleParams)
+@REWARDS.register(
+    "rm_ensemble",
+    params=RMEnsembleParams,
+    paper=(papers.RM_ENSEMBLES, papers.RM_ENSEMBLES_LIMITS),
+    fidelity="faithful",
+    departures=(
+        (
+            "member scores are standardised with statistics frozen on the first batch each member scores (ascent's "
+            "choice of common scale)"
+        ),
+    ),
+)
 class RMEnsemble:
     """R(x, y) = mean, min or mean - λ·variance of K reward models' standardised scores (Coste et al. 2024,
     arXiv:2310.02743). See the module docstring."""

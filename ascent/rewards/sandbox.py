@@ -330,7 +330,7 @@ def _announce(line: str) -> None:
         log.warning(line)
 
 
-@REWARDS.register("code_tests")
+@REWARDS.register("code_tests", paper=None, fidelity="ascent")
 class CodeTests:
     """The fraction of a row's hidden unit tests (`tests`: [{"args": [...], "expected": value}], calling
     `entry_point`) that the completion's code passes, run in the sandbox (`ascent.rewards.sandbox`); 1.0 only

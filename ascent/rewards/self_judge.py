@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.judge import GenerativeJudge, JudgementCache, JudgeParams
 from ascent.typed import ConfigError, build
@@ -52,7 +53,18 @@ class SelfJudgeParams(JudgeParams):
             raise ValueError("the judge is the policy (model=policy); for another model use judge(model=...)")
 
 
-@REWARDS.register("self_judge", params=SelfJudgeParams)
+@REWARDS.register(
+    "self_judge",
+    params=SelfJudgeParams,
+    paper=papers.URPO,
+    fidelity="reduced",
+    departures=(
+        (
+            "the policy judges its own completions but the referee role is not trained (URPO recasts preference data "
+            "as judging tasks)"
+        ),
+    ),
+)
 class SelfJudge(GenerativeJudge):
     """The policy judges its own completions: r = (mean_j s_j − 1) / 9 over the valid `Score: N` of k judgements the
     current policy writes (the `judge` reward with model = the policy; URPO's player as referee, Lu et al. 2025,

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
+from ascent import papers
 from ascent.registry import Paper
 from ascent.rewards.builtin import _NUMBER, REWARDS
 
@@ -208,7 +209,15 @@ def group_members(group: Optional[Sequence[Any]], n: int) -> list[list[int]]:
 # ---------------------------------------------------------------------------------------------- rewards
 
 
-@REWARDS.register("confidence")
+@REWARDS.register(
+    "confidence",
+    paper=papers.CONFCLIP,
+    fidelity="reduced",
+    departures=(
+        "the linear bonus/penalty r = y + w (2y - 1) c is inferred from the abstract",
+        "ConfClip's clipping is not implemented",
+    ),
+)
 def confidence(
     prompts: list[str],
     completions: list[str],
@@ -232,7 +241,17 @@ def confidence(
     return [None if y is None else (y if c is None else y + weight * (2.0 * y - 1.0) * c) for y, c in zip(ys, cs)]
 
 
-@REWARDS.register("brier")
+@REWARDS.register(
+    "brier",
+    paper=papers.CALIBSFT,
+    fidelity="faithful",
+    departures=(
+        (
+            "the Brier RL reward only (the SFT stage is warm-start data `calibsft`); with `source=auto` and no stated "
+            "confidence it uses exp(mean token log-prob), `source=verbal` is CalibSFT's setting"
+        ),
+    ),
+)
 def brier(
     prompts: list[str],
     completions: list[str],
@@ -361,7 +380,21 @@ def ccc(
     return out
 
 
-@REWARDS.register("darl")
+@REWARDS.register(
+    "darl",
+    paper=papers.DARL,
+    fidelity="reduced",
+    departures=(
+        (
+            "the base reward is 1 - normalised word edit distance to the reference, a text-level stand-in for RLPR's "
+            "probability of the reference answer"
+        ),
+        (
+            "the deviation is an edit distance (to the group's other samples by default), not the paper's probability "
+            "gap to the reference"
+        ),
+    ),
+)
 def darl(
     prompts: list[str],
     completions: list[str],
@@ -413,7 +446,17 @@ def darl(
     ]
 
 
-@REWARDS.register("gated_diversity")
+@REWARDS.register(
+    "gated_diversity",
+    paper=papers.SDRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "the cross- and within-strategy terms and the self-declared `strategy:` label are ascent's reading of the "
+            "abstract"
+        ),
+    ),
+)
 def gated_diversity(
     prompts: list[str],
     completions: list[str],
@@ -459,7 +502,12 @@ def gated_diversity(
     return out
 
 
-@REWARDS.register("base_and_bonus")
+@REWARDS.register(
+    "base_and_bonus",
+    paper=papers.FIRM,
+    fidelity="faithful",
+    departures=("base and bonus are any two rewards; FIRM's trained critic models are not included",),
+)
 def base_and_bonus(
     prompts: list[str],
     completions: list[str],
@@ -489,7 +537,7 @@ def base_and_bonus(
 DEFAULT_FORMAT = r"\s*-?\d+(?:\.\d+)?\s*"
 
 
-@REWARDS.register("format")
+@REWARDS.register("format", paper=None, fidelity="ascent")
 def format_reward(prompts: list[str], completions: list[str], pattern: str = DEFAULT_FORMAT, **_: Any) -> Values:
     """1 if the whole completion matches the regex `pattern` (re.fullmatch, DOTALL), else 0.
 
@@ -503,7 +551,7 @@ def format_reward(prompts: list[str], completions: list[str], pattern: str = DEF
     return [1.0 if rx.fullmatch(c) else 0.0 for c in completions]
 
 
-@REWARDS.register("overlong")
+@REWARDS.register("overlong", paper=papers.DAPO, fidelity="faithful")
 def overlong(
     prompts: list[str],
     completions: list[str],

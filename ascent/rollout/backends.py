@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ascent import papers
 from ascent.config.schema import RolloutConfig, RunConfig
 from ascent.kernels import machine
 from ascent.registry import Registry
@@ -21,14 +22,23 @@ ENGINES: Registry = Registry("rollout backend")
 ENGINES.register(
     "ascent",
     "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)",
+    paper=papers.SEER,
+    fidelity="ascent",
+    departures=("from Seer only its length-aware ordering of requests (`schedule=longest`, continuous batching)",),
 )(FastEngine)
-ENGINES.register("cached", "HF-forward engine with a DynamicCache, shared prefill and early exit (any HF causal LM)")(
-    CachedEngine
-)
-ENGINES.register("hf", "Hugging Face model.generate (baseline)")(HFGenerateEngine)
-ENGINES.register("vllm", "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout")(
-    make_vllm_engine
-)
+ENGINES.register(
+    "cached",
+    "HF-forward engine with a DynamicCache, shared prefill and early exit (any HF causal LM)",
+    paper=None,
+    fidelity="ascent",
+)(CachedEngine)
+ENGINES.register("hf", "Hugging Face model.generate (baseline)", paper=None, fidelity="ascent")(HFGenerateEngine)
+ENGINES.register(
+    "vllm",
+    "vLLM (optional extra ascent[vllm], CUDA GPU): policy weights pushed in before each rollout",
+    paper=None,
+    fidelity="ascent",
+)(make_vllm_engine)
 
 
 AUTO_TIS_CAP = 2.0

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.opd import EDGE_CONDITIONED, EDGE_DISTIL, EDGE_TEACHER
 from ascent.data.samplers import Draw, draw_rng
 from ascent.policy.model import token_logprobs
@@ -94,7 +95,7 @@ def collect_plain(collector: Any, draw: Draw, generator: torch.Generator) -> Rol
     return collector.collect(draw.indices, generator, draw.samples)
 
 
-@EXPLORERS.register("plain")
+@EXPLORERS.register("plain", paper=None, fidelity="ascent")
 class PlainExplorer(Explorer):
     """Sample every completion from the current policy at the run's temperature (the GRPO default)."""
 
@@ -391,7 +392,22 @@ def distinct_share(batch: RolloutBatch) -> float:
     return sum(len(set(cs)) / len(cs) for cs in groups.values()) / max(len(groups), 1)
 
 
-@EXPLORERS.register("param_noise", params=ParamNoiseParams)
+@EXPLORERS.register(
+    "param_noise",
+    params=ParamNoiseParams,
+    paper=papers.PSN_RLVR,
+    fidelity="reduced",
+    departures=(
+        (
+            "sigma adapts on the share of distinct completions, not the paper's semantic-diversity and self-certainty "
+            "scheduler; sigma is relative to each tensor's RMS"
+        ),
+        (
+            "under LoRA only the adapters are perturbed (no effect while B = 0 at the start); the TIS pairing "
+            "(`algorithm.tis_cap`) is warned about, not enforced"
+        ),
+    ),
+)
 class ParamNoiseExplorer(Explorer):
     """Parameter-space noise (PSN-RLVR, Bai et al. 2026, arXiv:2602.02555): before a round, every trainable
     tensor W (LoRA adapters under LoRA, else all float weights) becomes W + σ · RMS(W) · ε, ε ~ N(0, I); the
@@ -499,7 +515,19 @@ class PrefixParams:
         check_store(self.max_per_row, self.max_rows)
 
 
-@EXPLORERS.register("prefix", params=PrefixParams)
+@EXPLORERS.register(
+    "prefix",
+    params=PrefixParams,
+    paper=papers.PREFIXRL,
+    fidelity="reduced",
+    departures=(
+        (
+            "prefixes come from the row's reference solution and the policy's own earlier successes (online), not "
+            "from offline rejection-sampled traces"
+        ),
+        "prefixed and plain samples share one group baseline",
+    ),
+)
 class PrefixExplorer(TraceExplorer):
     """PrefixRL (Setlur et al. 2026, arXiv:2601.18795, "Reuse your FLOPs: Scaling RL on Hard Problems by
     Conditioning on Very Off-Policy Prefixes"): rollouts are conditioned on a prefix of a successful
@@ -603,7 +631,18 @@ def group_variances(batch: RolloutBatch, rewards: torch.Tensor, valid: torch.Ten
     return out
 
 
-@EXPLORERS.register("exit", params=ExitParams)
+@EXPLORERS.register(
+    "exit",
+    params=ExitParams,
+    paper=papers.EXIT,
+    fidelity="reduced",
+    departures=(
+        (
+            "single-turn: groups restart mid-completion from a partial completion; ExIt's self-iteration task (revise "
+            "the previous attempt) is not reproduced, only the variance-prioritised buffer"
+        ),
+    ),
+)
 class ExitExplorer(TraceExplorer):
     """Exploratory Iteration (ExIt, Jiang, Lupu & Bachrach 2025, arXiv:2509.04575, "Bootstrapping Task Spaces
     for Self-Improvement"): the most informative partial histories the policy produced become new tasks to
@@ -705,7 +744,22 @@ def put_trace(ctx: ExplorerContext, batch: RolloutBatch, i: int, trace: Trace) -
     batch.completions[i] = tok.decode(trace.tokens, skip_special_tokens=True)
 
 
-@EXPLORERS.register("replay", params=ReplayParams)
+@EXPLORERS.register(
+    "replay",
+    params=ReplayParams,
+    paper=(papers.RAPO, papers.EAPO_EXPERIENCE),
+    fidelity="reduced",
+    departures=(
+        (
+            "RAPO's replay of a stored success into all-failed groups, single-turn, drawing one of the row's latest "
+            "successes at random"
+        ),
+        (
+            "EAPO's action-level injection from a prior policy at critical decision points is not implemented: whole "
+            "trajectories are replayed"
+        ),
+    ),
+)
 class ReplayExplorer(TraceExplorer):
     """Success replay (RAPO's replay buffer, Fathom-DeepResearch, Singh et al. 2025, arXiv:2509.24107; experience
     reuse with an importance correction as in Experience-Augmented Policy Optimization, "EAPO-experience", Lu et
@@ -792,7 +846,18 @@ class ProbeParams:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 
 
-@EXPLORERS.register("probe", params=ProbeParams)
+@EXPLORERS.register(
+    "probe",
+    params=ProbeParams,
+    paper=papers.REX_RAG,
+    fidelity="reduced",
+    departures=(
+        (
+            "probe samples use a higher temperature instead of exploratory re-prompting, for every group (no dead-end "
+            "detection)"
+        ),
+    ),
+)
 class ProbeExplorer(Explorer):
     """REX-RAG mixed sampling (Jiang et al. 2025, arXiv:2508.08149): part of each group comes from an
     exploratory probe distribution, the rest from the policy, and an importance weight removes the probe's
@@ -869,7 +934,19 @@ def round_robin(branches: int, roots: int) -> list[int]:
     return [branches // roots + (j < branches % roots) for j in range(roots)]
 
 
-@EXPLORERS.register("branch", params=BranchParams)
+@EXPLORERS.register(
+    "branch",
+    params=BranchParams,
+    paper=papers.SPARK,
+    fidelity="reduced",
+    departures=(
+        (
+            "single-turn: the critical state is each root's lowest-log-prob token, not the paper's `<explore>`-tagged "
+            "states"
+        ),
+        "one branching level; one group baseline instead of a tree objective",
+    ),
+)
 class BranchExplorer(Explorer):
     """Spark (Wu et al. 2026, arXiv:2601.20209, "Spark: Strategic Policy-Aware Exploration via Dynamic Branching
     for Long-Horizon Agentic Learning"): instead of n independent rollouts, sample a few roots and branch them only
@@ -1014,7 +1091,19 @@ def marginal_gains(
     return out
 
 
-@EXPLORERS.register("edge", params=EdgeExplorerParams)
+@EXPLORERS.register(
+    "edge",
+    params=EdgeExplorerParams,
+    paper=papers.EDGE,
+    fidelity="reduced",
+    departures=(
+        "the experience bank grows from worked examples of the policy's own successes instead of an LLM reflector",
+        (
+            "admitted conditioned samples stay in the RL group as off-policy samples (corrected only by "
+            "`algorithm.tis_cap`)"
+        ),
+    ),
+)
 class EdgeExplorer(Explorer):
     """EDGE: part of each group sees an experience in its prompt, kept where its marginal gain is positive.
 

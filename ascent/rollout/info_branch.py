@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ascent import papers
 from ascent.policy.model import token_logprobs
 from ascent.rollout.explorers import (
     EXPLORERS,
@@ -131,7 +132,19 @@ def redundant_branches(batch: RolloutBatch, ctx: ExplorerContext) -> torch.Tenso
     return out
 
 
-@EXPLORERS.register("iib", params=IibParams)
+@EXPLORERS.register(
+    "iib",
+    params=IibParams,
+    paper=papers.IIB_LPO,
+    fidelity="reduced",
+    departures=(
+        "no latent codes: branches resample tokens from the highest-entropy position instead of injecting CVAE latents",
+        (
+            "the IB filter is an exact-duplicate filter and the IB self-reward a verifier-gated description-length "
+            "bonus: ascent's readings"
+        ),
+    ),
+)
 class IibExplorer(BranchExplorer):
     """IIB-LPO (Deng et al. 2026, arXiv:2601.05870): branch at high-entropy states; IB filter and self-reward.
 

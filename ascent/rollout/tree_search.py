@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.staged import STAGE_KEY
 from ascent.data.samplers import Draw
 from ascent.rollout.explorers import (
@@ -132,7 +133,19 @@ def stage_requests(group: int, row: int, path: list[Node], n: int) -> list[Reque
     return [Request(group, row, list(node.prefix), k) for node, k in zip(stages, counts) if k]
 
 
-@EXPLORERS.register("mcts", params=MctsParams)
+@EXPLORERS.register(
+    "mcts",
+    params=MctsParams,
+    paper=papers.TREE_OPO,
+    fidelity="reduced",
+    departures=(
+        "the current policy searches online with the verifier as value, not a teacher's offline MCTS",
+        (
+            "with the defaults (4 simulations, 2-token chunks) the revealed prefixes are at most a few tokens, not "
+            "whole reasoning steps"
+        ),
+    ),
+)
 class MctsExplorer(Explorer):
     """MCTS-staged GRPO (Tree-OPO, Huang, Nguyen & Zimmer 2025, arXiv:2509.09284), searched online.
 

@@ -22,13 +22,13 @@ from ascent.trainer.rl import RLParts, RLTrainer
 RUNTIMES: Registry[Callable[[RunConfig, RLParts], RLTrainer]] = Registry("runtime")
 
 
-@RUNTIMES.register("local")
+@RUNTIMES.register("local", paper=None, fidelity="ascent")
 def local_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
     """In-process: rollouts, rewards and the update one after another (the loop of `RLTrainer.step`)."""
     return RLTrainer(cfg, parts)
 
 
-@RUNTIMES.register("ray")
+@RUNTIMES.register("ray", paper=None, fidelity="ascent")
 def ray_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
     """Ray: rollout workers sample and score up to ray.max_staleness versions ahead of the learner."""
     from ascent.runtime.async_trainer import AsyncTrainer  # imports Ray only when asked for

@@ -73,7 +73,7 @@ def column_teacher(column_drop: list[float]) -> Teacher:
     return teach
 
 
-@TASKS.register("addition", params=AdditionParams)
+@TASKS.register("addition", params=AdditionParams, paper=None, fidelity="ascent")
 def addition(cfg: DataConfig, seed: int, params: AdditionParams = AdditionParams()) -> TaskData:
     """d-digit addition `a+b=` checked exactly; the teacher drops the ones-carry (teacher_carry_drop)."""
     lo, hi = 10 ** (params.digits - 1) if params.digits > 1 else 0, 10**params.digits

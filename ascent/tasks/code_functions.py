@@ -208,7 +208,7 @@ def solution_teacher(row: Row, rng: Random) -> str:
     return row["answer"]
 
 
-@TASKS.register("code_functions", params=CodeFunctionsParams)
+@TASKS.register("code_functions", params=CodeFunctionsParams, paper=None, fidelity="ascent")
 def code_functions(cfg: DataConfig, seed: int, params: CodeFunctionsParams = CodeFunctionsParams()) -> TaskData:
     """Small Python functions checked by hidden unit tests in the sandbox (`code_tests` reward); a
     printable-ASCII character tokenizer for scratch models."""

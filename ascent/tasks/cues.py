@@ -65,6 +65,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from ascent import papers
 from ascent.agents.chat import with_chat_template
 from ascent.config.schema import DataConfig
 from ascent.envs.search_world import ALPHABET, ATTRIBUTES, RELATIONS, Question, SearchWorld, tokenizer_pieces
@@ -411,7 +412,19 @@ def compare(params: CuesParams, seeds: range) -> dict[str, dict[str, float]]:
     return {"cues": measure(cues, worlds), "builtin": measure(builtin, worlds)}
 
 
-@TASKS.register("cues", params=CuesParams)
+@TASKS.register(
+    "cues",
+    params=CuesParams,
+    paper=papers.CUES,
+    fidelity="reduced",
+    departures=(
+        (
+            "count-based novelty exploration without an LLM explorer; the world's document grammar stands in for an "
+            "LLM reading the observations"
+        ),
+        "search_world only: schemas are relation paths, the quality check replays the recorded actions",
+    ),
+)
 def cues_task(cfg: DataConfig, seed: int, params: CuesParams = CuesParams()) -> TaskData:
     """Agent task: search_world tasks made by curiosity-driven exploration (CuES, Mai et al. 2025, arXiv:2512.01311)."""
     worlds = SearchWorlds(world_params(params))

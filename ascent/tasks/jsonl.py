@@ -82,7 +82,7 @@ def alphabet(rows: list[Row]) -> str:
     return "".join(sorted({ch for r in rows for key in ("prompt", "answer") for ch in str(r.get(key, ""))}))
 
 
-@TASKS.register("jsonl")
+@TASKS.register("jsonl", paper=None, fidelity="ascent")
 def jsonl(cfg: DataConfig, seed: int) -> TaskData:
     """Your own rows: data.train=FILE.jsonl and data.eval=FILE.jsonl, reward exact_answer."""
     if cfg.train is None or cfg.eval is None:

@@ -262,7 +262,7 @@ class SearchWorlds:
         return respond
 
 
-@TASKS.register("search_world", params=SearchWorldParams)
+@TASKS.register("search_world", params=SearchWorldParams, paper=None, fidelity="ascent")
 def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = SearchWorldParams()) -> TaskData:
     """Agent task: multi-hop questions over small generated worlds, answered with search/open tools (answer_em)."""
     worlds = SearchWorlds(params)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+from ascent import papers
 from ascent.agents.chat import with_chat_template
 from ascent.config.schema import DataConfig
 from ascent.envs.base import Observation, StepResult
@@ -432,7 +433,7 @@ def check_config(cfg: Any) -> None:
             )
 
 
-@TASKS.register("textworld", params=TextWorldParams)
+@TASKS.register("textworld", params=TextWorldParams, paper=papers.TEXTWORLD, fidelity="ascent")
 def textworld_task(cfg: DataConfig, seed: int, params: TextWorldParams = TextWorldParams()) -> TaskData:
     """Agent task: small generated text adventures (needs `pip install 'ascent[agents]'`), reward game_won."""
     try:

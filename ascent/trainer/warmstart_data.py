@@ -15,6 +15,7 @@ from typing import Any, Callable, Literal, Optional
 
 import torch
 
+from ascent import papers
 from ascent.registry import Registry
 from ascent.rewards.builtin import REWARDS
 from ascent.rollout.types import RolloutBatch
@@ -40,7 +41,7 @@ class WarmStartDataContext:
     """The run seed."""
 
 
-@WARMSTART_DATA.register("teacher")
+@WARMSTART_DATA.register("teacher", paper=None, fidelity="ascent")
 def teacher_data(ctx: WarmStartDataContext) -> tuple[list[dict[str, Any]], Demonstrations]:
     """The task's teacher's completion of each drawn row (the default warm start)."""
     if ctx.teacher is None:
@@ -189,7 +190,15 @@ def calibsft_batch(items: list[dict[str, Any]], encoder: Any, tokenizer: Any, se
     return batch
 
 
-@WARMSTART_DATA.register("calibsft", params=CalibSFTParams)
+@WARMSTART_DATA.register(
+    "calibsft",
+    params=CalibSFTParams,
+    paper=papers.CALIBSFT,
+    fidelity="reduced",
+    departures=(
+        "responses come from the task's teacher, not the model's own samples (there is no model before the warm start)",
+    ),
+)
 def calibsft(
     ctx: WarmStartDataContext, params: CalibSFTParams = CalibSFTParams()
 ) -> tuple[list[dict[str, Any]], Demonstrations]:
