@@ -70,9 +70,11 @@ def import_all() -> list[str]:
 
 
 def unlisted_registries() -> list[str]:
-    """Registries made somewhere in the package but missing from `registries()` (call `import_all` first)."""
-    listed = {id(r) for r in registries().values()}
-    return [r.kind for r in all_registries() if id(r) not in listed]
+    """Kinds of the registries made somewhere in the package but missing from `registries()` (call `import_all`
+    first). Compared by kind: pytest's doctest collection may import a module of a folder without `__init__.py`
+    a second time under a top-level name, which makes a second registry of the same kind."""
+    listed = {r.kind for r in registries().values()}
+    return [r.kind for r in all_registries() if r.kind not in listed]
 
 
 def missing_provenance() -> list[str]:
