@@ -135,13 +135,15 @@ named).
 """
 
 SECTIONS = {
-    "methods": ("Methods implemented in ascent", ""),
-    "related": (
-        "Related methods named to tell them apart (not implemented)",
+    "methods": (
+        "Methods implemented in ascent",
         'Four papers call their method "EAPO"; ascent implements Exploration-Aware PO (`explore_group`),\n'
-        "Efficiency-Aware PO's round discount (`round_discount`, from IterResearch above), in part\n"
-        "Experience-Augmented PO (explorer `replay`) and Evidence-Augmented PO (reward `evidence_rm`), above.\n"
-        "Papers here are named so that a method is not mistaken for one of them.",
+        "Efficiency-Aware PO's round discount (`round_discount`, from IterResearch), and in part Experience-Augmented\n"
+        "PO (explorer `replay`) and Evidence-Augmented PO (reward `evidence_rm`).",
+    ),
+    "related": (
+        "Related papers",
+        "Named to tell methods apart, or whose setting a piece borrows without implementing the paper's method.",
     ),
     "baselines": (
         "Baseline algorithms",
