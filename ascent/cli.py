@@ -85,7 +85,6 @@ def ascent_command() -> str:
 
 
 def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
-    from ascent.app.classic import is_classic_run, train_run
     from ascent.config import ConfigError, load_config
 
     recipes = [a for a in args.items if "=" not in a]
@@ -95,6 +94,8 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
     if args.resume:
         if recipes:
             raise ConfigError("--resume continues a run with its own config; give only key=value overrides")
+        from ascent.app.classic import is_classic_run, train_run
+
         if is_classic_run(Path(args.resume)):  # Gymnasium runs never import the language-model stack
             train_run(run_dir=Path(args.resume), resume=True, overrides=overrides)
             return 0
@@ -105,6 +106,8 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
         return 0
     cfg = load_config(recipes[0] if recipes else "default", overrides)
     run_dir.append(Path(cfg.output_dir) / cfg.name)
+    from ascent.app.classic import train_run  # after the config is checked: a typo answers at once
+
     if cfg.classic is not None:
         train_run(cfg, overwrite=args.overwrite)
         return 0
@@ -201,6 +204,20 @@ def cmd_train_pref(args: argparse.Namespace) -> int:
     summary = train_pref(job)
     keys = ("loss", "accuracy_before", "accuracy_after", "pair_accuracy_before", "pair_accuracy_after", "wall_seconds")
     print(json.dumps({"run": str(job.out_dir), **{k: summary[k] for k in keys}}, indent=2))
+    return 0
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from ascent.config import ConfigError, load_config
+    from ascent.config.reference import config_reference
+
+    recipes = [a for a in args.items if "=" not in a]
+    if len(recipes) > 1:
+        raise ConfigError(f"one recipe at most, got {recipes}; overrides are key=value")
+    recipe = recipes[0] if recipes else "default"
+    overrides = [a for a in args.items if "=" in a]
+    cfg = load_config(recipe, overrides)
+    print(config_reference(cfg, " ".join([f"recipe {recipe}", *overrides])), end="")
     return 0
 
 
@@ -381,7 +398,14 @@ def parser() -> argparse.ArgumentParser:
         prog="ascent", description="RL post-training of language models, from a laptop CPU to a GPU cluster."
     )
     sub = p.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train a recipe (warm start, RL, control)")
+    t = sub.add_parser(
+        "train",
+        help="train a recipe (warm start, RL, control)",
+        description="Train a recipe: warm start, evaluate, RL, evaluate, control. Every config key can be set "
+        "as key=value; `ascent config RECIPE` prints them all with their help.",
+        epilog=TRAIN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     t.add_argument(
         "items",
         nargs="*",
@@ -425,6 +449,12 @@ def parser() -> argparse.ArgumentParser:
         help="a recipe (task, model, evaluation; default: default), then pairs.* / pref.* and recipe overrides",
     )
     pf.set_defaults(fn=cmd_train_pref)
+    cf = sub.add_parser(
+        "config",
+        help="print a recipe's resolved config, every key with its help (valid YAML: save, edit, train it)",
+    )
+    cf.add_argument("items", nargs="*", metavar="RECIPE|key=value", help="a recipe (default: default), then overrides")
+    cf.set_defaults(fn=cmd_config)
     e = sub.add_parser("eval", help="greedy accuracy (strict and lenient), pass@k and length on a held-out set")
     e.add_argument(
         "target",
@@ -520,6 +550,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+TRAIN_EXAMPLES = """examples:
+  ascent train                                   the demo recipe (default): addition, scratch model
+  ascent train default train.steps=50 name=short override keys; the run goes to runs/short
+  ascent train smollm2-arith                     a pretrained model (SmolLM2-135M-Instruct)
+  ascent train model.source=hf model.path=DIR warmstart.steps=0 control.kind=rft
+                                                 your own Hugging Face model folder as the policy
+  ascent train data.train=train.jsonl data.eval=eval.jsonl reward=my_reward.py:score
+                                                 your own prompts (JSONL) and reward function
+  ascent train --resume runs/short               continue a stopped run (Ctrl-C saves first)
+  ascent config default                          every key of a recipe, with its help
+"""
+
+
 def quiet_hf() -> None:
     """Turn off transformers' progress bars (weight loading/saving bars would interleave with ascent's own)."""
     from transformers.utils import logging as hf_logging
@@ -531,11 +574,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     p = parser()
     args, extra = p.parse_known_args(argv)
-    if args.command != "train":  # train quiets them itself unless the run is a classic one (no transformers)
+    if args.command not in ("train", "config"):  # train quiets them itself unless the run is a classic one
         quiet_hf()
     target = (
         "items"
-        if args.command in ("train", "compare", "make-pairs", "train-rm", "train-pref", "make-steps", "train-prm")
+        if args.command
+        in ("train", "config", "compare", "make-pairs", "train-rm", "train-pref", "make-steps", "train-prm")
         else "overrides"
     )
     stray = [a for a in extra if a.startswith("-") or not hasattr(args, target)]
@@ -545,11 +589,14 @@ def main(argv: list[str] | None = None) -> int:
         getattr(args, target).extend(extra)
     try:
         return args.fn(args)
-    except _user_errors() as err:
-        print(f"ascent: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:
-        if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+    except Exception as err:
+        from ascent.typed import ConfigError
+
+        # a config error (a typo'd recipe or key) answers without importing the training stack
+        if isinstance(err, ConfigError) or isinstance(err, _user_errors()):
+            print(f"ascent: error: {err}", file=sys.stderr)
+            return 2
+        if not isinstance(err, OSError) or err.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         print(
             f"ascent: error: the disk is full ({err}); the last checkpoint is intact: free space and continue "

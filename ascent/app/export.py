@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Optional
@@ -69,8 +70,19 @@ def export(target: Path, out_dir: Path, overwrite: bool = False) -> Path:
         model.save_pretrained(tmp, safe_serialization=True)
         manifest["tokenizer_tokens_added"] = save_tokenizer(policy.tokenizer, tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        readable_by_all(tmp)
 
     return save_folder_atomic(out, write)
+
+
+def readable_by_all(folder: Path) -> None:
+    """Give every file the mode a plain write would (0644 under the usual umask 022): the weights are written
+    through a private temporary file (0600), and a server running as another user must read them too."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(0o666 & ~umask)
 
 
 def check_out_dir(out: Path, keep: tuple[Path, ...], overwrite: bool) -> None:

@@ -31,6 +31,12 @@ def local_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
 @RUNTIMES.register("ray", paper=None, fidelity="ascent")
 def ray_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
     """Ray: rollout workers sample and score up to ray.max_staleness versions ahead of the learner."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        from ascent.typed import ConfigError
+
+        raise ConfigError("runtime=ray needs Ray, which is not installed: pip install 'ascent[ray]' (or make test)")
     from ascent.runtime.async_trainer import AsyncTrainer  # imports Ray only when asked for
 
     return AsyncTrainer(cfg, parts)

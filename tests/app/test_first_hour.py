@@ -245,3 +245,57 @@ def test_an_evaluation_shows_a_bar_on_a_terminal(tmp_path, monkeypatch):
     evaluate(run, policy)
     assert seen == [5, 5, 2, 5, 5, 2]  # greedy then pass@k, batch by batch over the 12 held-out rows
     assert "evaluate" in screen.getvalue() and "24/24" in screen.getvalue()
+
+
+def test_an_export_is_readable_by_every_user_like_a_plain_write(tmp_path):
+    import stat
+
+    from ascent.app.export import export
+
+    train(tiny(tmp_path, "name=exp", "train.steps=1"))
+    out = export(tmp_path / "exp", tmp_path / "out", False)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    want = stat.S_IMODE(plain.stat().st_mode)  # what this umask gives a file written the ordinary way
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in out.iterdir() if p.is_file()}
+    assert "model.safetensors" in modes and set(modes.values()) == {want}, modes
+
+
+def test_pyproject_declares_its_license_as_an_spdx_expression():
+    """setuptools >= 77 prints a deprecation banner for `license = {text = ...}` at every install."""
+    import warnings
+    from pathlib import Path
+
+    from setuptools.config.pyprojecttoml import read_configuration
+
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+    path = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    assert tomllib.loads(path.read_text())["project"]["license"] == "Apache-2.0"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_configuration(path)
+    assert not [w for w in caught if "license" in str(w.message).lower()]
+
+
+def test_make_demo_installs_only_the_core_and_make_test_every_extra(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    root = Path(__file__).resolve().parents[2]
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(root / name, tmp_path / name)
+
+    def dry(target):
+        done = subprocess.run(["make", "-n", target], cwd=tmp_path, capture_output=True, text=True, check=True)
+        return [line for line in done.stdout.splitlines() if "pip install" in line]
+
+    demo = dry("demo")
+    assert any(line.endswith("install -q -e .") for line in demo), demo
+    assert not any("[" in line or "smollm2" in line for line in demo), demo  # no extras: no W&B, Ray, MuJoCo
+    full = " ".join(dry("test"))
+    for extra in ("test", "agents", "tracking", "classic", "ray"):
+        assert extra in full
