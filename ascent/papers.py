@@ -786,6 +786,24 @@ STABLE_BASELINES3 = Paper(
     note="the conventions the classic algorithms follow (and `benchmarks/classic_vs_sb3.py` compares against)",
     section="baselines",
 )
+TD3 = Paper(
+    "TD3",
+    "Fujimoto, van Hoof & Meger",
+    2018,
+    "Addressing Function Approximation Error in Actor-Critic Methods (ICML 2018)",
+    "arXiv:1802.09477",
+    note="the critic of classic `td3_bc` (twin critics, target smoothing, delayed actor)",
+    section="baselines",
+)
+D4RL = Paper(
+    "D4RL",
+    "Fu et al.",
+    2020,
+    "D4RL: Datasets for Deep Data-Driven Reinforcement Learning",
+    "arXiv:2004.07219",
+    note="the dataset levels of `ascent collect` (random / medium / medium-replay / expert) and the normalised score",
+    section="baselines",
+)
 GRPO = Paper(
     "GRPO",
     "Shao et al.",

@@ -80,4 +80,7 @@ def test_every_arxiv_id_is_in_the_bibliography():
         for arxiv_id in sorted(set(ARXIV_ID.findall(path.read_text(errors="replace"))))
         if arxiv_id not in listed
     ]
-    assert not missing, "add these papers to docs/references.md:\n" + "\n".join(missing)
+    assert not missing, (
+        "add these papers to ascent/papers.py (or declare them at a piece's registration, `paper=`), then run "
+        "`python -m ascent.cli references --write` (docs/references.md is generated):\n" + "\n".join(missing)
+    )
