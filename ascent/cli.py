@@ -104,6 +104,11 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
 
         train(run_dir=Path(args.resume), resume=True, overrides=overrides)
         return 0
+    from ascent.app.incontext import is_incontext_recipe, train_incontext
+
+    if recipes and is_incontext_recipe(recipes[0]):  # in-context RL (ascent.incontext): its own experiment
+        train_incontext(recipes[0], overrides, overwrite=args.overwrite)
+        return 0
     cfg = load_config(recipes[0] if recipes else "default", overrides)
     run_dir.append(Path(cfg.output_dir) / cfg.name)
     from ascent.app.classic import train_run  # after the config is checked: a typo answers at once
@@ -249,6 +254,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     model_eval.print_table(result)
     model_eval.write_result(result, args.out)
     print(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_eval_in_context(args: argparse.Namespace) -> int:
+    from ascent.app.incontext import evaluate_run
+
+    evaluate_run(Path(args.run_dir), args.overrides)
     return 0
 
 
@@ -467,6 +479,13 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--by", help="also break greedy accuracy down by this row field (e.g. steps)")
     e.add_argument("--out", type=Path, help="also write the result as JSON to this file")
     e.set_defaults(fn=cmd_eval)
+    ic = sub.add_parser(
+        "eval-in-context",
+        help="an in-context RL run's saved models on held-out tasks, frozen weights: return per episode index",
+    )
+    ic.add_argument("run_dir", help="run directory of `ascent train ad-darkroom` (or another in-context recipe)")
+    ic.add_argument("overrides", nargs="*", help="key=value overrides (e.g. eval_episodes=50 seeds=[0])")
+    ic.set_defaults(fn=cmd_eval_in_context)
     x = sub.add_parser(
         "export", help="write a run's model as a plain Hugging Face folder (LoRA merged) with its tokenizer"
     )
