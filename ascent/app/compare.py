@@ -37,8 +37,9 @@ from typing import Any, Callable, Optional
 import yaml
 
 from ascent.app.report import write_comparison_report
+from ascent.app.runs import make_private_dir, remove_marked_dir
 from ascent.app.stats import LEVEL, RESAMPLES, SEED, bootstrap_difference, bootstrap_interval
-from ascent.config.loader import ConfigError, load_config, parse_overrides
+from ascent.config.loader import ConfigError, check_run_name, load_config, parse_overrides
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
 from ascent.typed import split_top_level
@@ -146,10 +147,8 @@ class Comparison:
                     f"{self.root} holds a different comparison (plan.json differs); use another --name or --overwrite"
                 )
             if old != self.plan.key():
-                import shutil
-
-                shutil.rmtree(self.root)
-        self.root.mkdir(parents=True, exist_ok=True)
+                remove_marked_dir(self.root, "a comparison")
+        make_private_dir(self.root, "comparison")
         write_text_atomic(plan_file, json.dumps(self.plan.key(), indent=2))
 
     # -- runs ---------------------------------------------------------------------------------------
@@ -579,6 +578,7 @@ def compare(
     plan = Plan(recipe, list(overrides), variants, [base.seed + i for i in range(seeds)], base.seed, max(1, jobs))
     check_variants(plan)
     label = name or slug(f"{Path(recipe).stem}-" + "-".join(v.name for v in variants[:3]))[:80]
+    check_run_name(label, "--name")
     comparison = Comparison(plan, Path(output_dir) / label)
     comparison.open(overwrite)
     results = comparison.run()

@@ -57,8 +57,8 @@ def export(target: Path, out_dir: Path, overwrite: bool = False) -> Path:
     model = policy.model.merge_and_unload() if merged else policy.model
     set_generation_config(model, policy, cfg)
     manifest = {
-        "source_run": str(run_dir.resolve()),
-        "checkpoint": str(folder.resolve()),
+        "source_run": run_dir.resolve().name,  # names, not the machine's absolute paths (exports get published)
+        "checkpoint": folder.resolve().relative_to(run_dir.resolve()).as_posix(),
         "step": checkpoint_step(folder),
         "lora_merged": merged,
         "chat_template": cfg.data.chat_template,
@@ -86,10 +86,10 @@ def readable_by_all(folder: Path) -> None:
 
 
 def check_out_dir(out: Path, keep: tuple[Path, ...], overwrite: bool) -> None:
-    """Raise RunDirError unless `out` may receive an export: absent or empty, or (with overwrite) a folder that
-    is none of `keep` (the run directory and the checkpoint exported) nor one above them: replacing it would
-    delete them."""
-    if out.exists() and not out.is_dir():
+    """Raise RunDirError unless `out` may receive an export: absent or empty, or (with overwrite) an earlier
+    export (it holds ascent_export.json; no symlink) that is none of `keep` (the run directory and the
+    checkpoint exported) nor one above them: replacing it would delete them."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
         raise RunDirError(f"{out} exists and is not a directory; choose another OUT_DIR")
     if not out.exists() or not any(out.iterdir()):
         return
@@ -101,6 +101,11 @@ def check_out_dir(out: Path, keep: tuple[Path, ...], overwrite: bool) -> None:
     for path in keep:
         if resolved == path.resolve() or resolved in path.resolve().parents:
             raise RunDirError(f"{out} holds {path}; --overwrite would delete it, choose another OUT_DIR")
+    if not (out / MANIFEST).is_file():
+        raise RunDirError(
+            f"{out} is not an earlier export (no {MANIFEST}); --overwrite replaces only those: "
+            "choose another OUT_DIR or remove it yourself"
+        )
 
 
 def checkpoint_policy(cfg: RunConfig, folder: Path) -> Policy:

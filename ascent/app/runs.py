@@ -25,6 +25,32 @@ class RunDirError(ValueError):
     """The run directory cannot be used as asked."""
 
 
+RUN_MARKER = ".ascent-run"
+"""The file that marks a folder as made by ascent (a run, a comparison, an export): `--overwrite` deletes
+nothing without it."""
+
+
+def make_private_dir(folder: Path, kind: str) -> None:
+    """Create `folder` (parents as needed) readable by its owner only (0700: a run's samples.jsonl holds the
+    hidden tests of code tasks) and mark it as ascent's."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    if not (folder / RUN_MARKER).exists():
+        write_text_atomic(folder / RUN_MARKER, f"{kind}\n")
+
+
+def remove_marked_dir(folder: Path, what: str) -> None:
+    """`shutil.rmtree(folder)` for --overwrite, only if ascent made it (RUN_MARKER) and it is no symlink."""
+    if folder.is_symlink():
+        raise RunDirError(f"{folder} is a symbolic link; --overwrite replaces only folders ascent made")
+    if not (folder / RUN_MARKER).is_file():
+        raise RunDirError(
+            f"{folder} does not look like {what} made by ascent (no {RUN_MARKER} file); --overwrite deletes only "
+            "those: remove it yourself if you mean to, or choose another name"
+        )
+    shutil.rmtree(folder)
+
+
 def find_config(target: Path) -> tuple[Path, Path]:
     """(run dir, model folder) for what `ascent eval` is given: a run directory or a checkpoint folder inside one."""
     return resolve_model_folder(Path(target))
@@ -107,16 +133,31 @@ def open_run(
         except BaseException:
             release_run_dir(run_dir)
             raise
+    if run_dir.is_symlink():
+        raise RunDirError(f"{run_dir} is a symbolic link; a run directory must be a folder of its own")
+    if run_dir.name in ("", ".", ".."):  # given directly: output_dir/name was checked with the config
+        raise RunDirError(f"{run_dir} cannot be a run directory: name a folder of its own")
     make_run_dir(run_dir)
     lock_run_dir(run_dir)
     try:
+        marked = (run_dir / RUN_MARKER).is_file()
         if (run_dir / "state.json").exists() or (run_dir / "config.yaml").exists():
             if not overwrite:
                 raise RunDirError(
                     f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, "
                     "start over with --overwrite, or choose another name=..."
                 )
+            if not marked:
+                raise RunDirError(
+                    f"{run_dir} does not look like a run made by ascent (no {RUN_MARKER} file); --overwrite deletes "
+                    "only those: remove it yourself if you mean to, or choose another name=..."
+                )
             clear_run_dir(run_dir)
+        elif not marked and any(run_dir.iterdir()):
+            raise RunDirError(
+                f"{run_dir} holds files that are no ascent run; choose another name=... or output_dir=..."
+            )
+        make_private_dir(run_dir, "run")
         write_text_atomic(run_dir / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     except BaseException:
         release_run_dir(run_dir)

@@ -16,7 +16,6 @@ and `ascent export OUT` read the result like any run.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from ascent.algorithms.preference import PREFERENCE_LOSSES, PreferenceInput
 from ascent.app.export import policy_at
 from ascent.app.pairs import PreferencePair, load_pairs
 from ascent.app.pipeline import Run, evaluate, peak_rss_mb, prepare, warmstart
-from ascent.app.runs import RunDirError, find_config, read_run_config
+from ascent.app.runs import RunDirError, find_config, make_private_dir, read_run_config, remove_marked_dir
 from ascent.app.train_rm import batches
 from ascent.config.loader import to_dict
 from ascent.config.preference import PrefJob
@@ -194,7 +193,7 @@ def check_out(job: PrefJob) -> None:
     init = Path(job.pref.init).resolve() if job.pref.init else None
     if not out.is_dir() or (init is not None and (init == out.resolve() or out.resolve() in init.parents)):
         raise RunDirError(f"{out} is not a directory or holds pref.init; choose another pref.out")
-    shutil.rmtree(out)
+    remove_marked_dir(out, "an output of ascent train-pref")
 
 
 def starting_policy(job: PrefJob, run: Run, built: Policy, init: Optional[Policy]) -> Policy:
@@ -300,7 +299,7 @@ def train_pref(job: PrefJob) -> dict[str, Any]:
     train, held = load_pairs(job)
     init = policy_at(job.pref.init, job.run) if job.pref.init is not None else None
     cfg, out = out_config(job), job.out_dir
-    out.mkdir(parents=True, exist_ok=True)
+    make_private_dir(out, "pref")
     write_text_atomic(out / "config.yaml", yaml.safe_dump(to_dict(cfg), sort_keys=False))
     run, built = prepare(cfg, out, {})
     policy = starting_policy(job, run, built, init)

@@ -7,6 +7,7 @@ of the wrong type or outside its choices fails naming the key and what it accept
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -288,8 +289,28 @@ def _positive(cfg: RunConfig) -> list[tuple[str, float]]:
     ]
 
 
+RUN_NAME = re.compile(r"[A-Za-z0-9_=-][A-Za-z0-9_.=-]*")
+"""A run name: one folder under output_dir (letters, digits, _ . = -; no separator, not `.`/`..`, no leading dot)."""
+
+
+def check_run_name(name: Any, key: str = "name") -> None:
+    """Raise ConfigError unless `name` is one folder name that stays inside its parent (see RUN_NAME).
+
+    >>> check_run_name("grpo-seed1")
+    >>> check_run_name("..")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ascent.typed.ConfigError: name='..' cannot be a run name: use letters, digits and _ . = - ...
+    """
+    if not isinstance(name, str) or not RUN_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{key}={name!r} cannot be a run name: use letters, digits and _ . = - (no '/', no leading '.', "
+            f"not an absolute path); the run directory is output_dir/{key}"
+        )
+
+
 def validate(cfg: RunConfig) -> None:
     """Cross-field checks; each failure says what to change."""
+    check_run_name(cfg.name)
     if cfg.classic is not None:  # a Gymnasium run (ascent.classic) uses none of the language-model sections
         from ascent.classic.checks import check_classic
 

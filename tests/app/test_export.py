@@ -102,7 +102,8 @@ def test_export_loads_without_ascent_and_answers_as_ascent_evaluates(lora_run, t
     meta = json.loads((out / MANIFEST).read_text())
     assert printed["exported"] == str(out) and printed["step"] == meta["step"] == 2
     assert meta["lora_merged"] is True and meta["chat_template"] is False and meta["system_prompt"] is None
-    assert meta["checkpoint"].endswith("checkpoints/step_000002") and meta["source_run"] == str(lora_run.resolve())
+    assert meta["checkpoint"] == "checkpoints/step_000002" and meta["source_run"] == lora_run.name
+    assert not any(isinstance(v, str) and v.startswith("/") for v in meta.values())  # no path of this machine
     assert not any(p.name.startswith("adapter") for p in out.iterdir())  # plain weights, no peft adapter
 
     # the merged weights are the base model's plus the trained adapters: the adapted projections' weights
@@ -173,6 +174,9 @@ def test_export_overwrite_replaces_the_folder(lora_run, tmp_path):
     out = tmp_path / "hf"
     out.mkdir()
     (out / "stale.txt").write_text("old")
+    with pytest.raises(RunDirError, match="is not an earlier export"):
+        export(lora_run, out, overwrite=True)
+    (out / MANIFEST).write_text("{}")  # an earlier export: replaced
     export(lora_run, out, overwrite=True)
     assert not (out / "stale.txt").exists() and (out / "model.safetensors").exists()
     assert not list(tmp_path.glob(".tmp-*")) and not list(tmp_path.glob(".old-*"))
