@@ -10,7 +10,7 @@ import pytest
 
 from ascent.app.compare import compare
 from ascent.app.export import MANIFEST, check_out_dir
-from ascent.app.runs import RUN_MARKER, RunDirError, open_run
+from ascent.app.runs import RUN_MARKER, RunDirError, open_run, release_run_dir
 from ascent.app.train_pref import check_out
 from ascent.config import ConfigError, load_config
 from ascent.config.preference import PairsConfig, PrefConfig, PrefJob
@@ -40,9 +40,11 @@ def test_overwrite_deletes_only_a_folder_ascent_made(project):
     cfg = load_config("default", ["name=mine"])
     run_dir = project / "runs" / "mine"
     open_run(cfg, run_dir, overwrite=False, resume=False)
+    release_run_dir(run_dir)
     assert (run_dir / RUN_MARKER).is_file() and (run_dir.stat().st_mode & 0o777) == 0o700  # private
     (run_dir / "state.json").write_text("{}")
     open_run(cfg, run_dir, overwrite=True, resume=False)  # a run ascent made: replaced
+    release_run_dir(run_dir)
     assert not (run_dir / "state.json").exists()
     # a folder with state.json that ascent did not mark (here: the parent of the runs, as `name=.` made it)
     (project / "runs" / "state.json").write_text("{}")
@@ -51,6 +53,11 @@ def test_overwrite_deletes_only_a_folder_ascent_made(project):
     with pytest.raises(RunDirError, match="cannot be a run directory"):
         open_run(cfg, project / "runs" / "..", overwrite=True, resume=False)
     assert (project / "my_code.py").exists() and (project / "runs" / "precious_run" / "state.json").exists()
+    (project / "notes").mkdir()
+    (project / "notes" / "todo.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="holds files that are no ascent run"):
+        open_run(cfg, project / "notes", overwrite=True, resume=False)
+    assert (project / "notes" / "todo.txt").read_text() == "mine"
 
 
 def test_a_symlinked_run_directory_is_refused(project):
