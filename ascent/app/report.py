@@ -40,8 +40,22 @@ CURVES = [
 MAX_EXTRA_CURVES = 8
 
 
+PHASE_STEPS = {"warmstart": "warm-start step", "rl": "RL step", "control": "control step"}
+"""The x axis of each phase: every phase counts its own steps from 1."""
+
+
+def x_label(phases: list[str]) -> str:
+    """The x-axis title of a chart of these phases' traces.
+
+    >>> x_label(["rl"]), x_label(["warmstart", "rl"])
+    ('RL step', 'step within each phase (warm-start step, RL step)')
+    """
+    names = [PHASE_STEPS.get(p, f"{p} step") for p in phases]
+    return names[0] if len(names) == 1 else f"step within each phase ({', '.join(names)})"
+
+
 def curves(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """[{"key", "traces": [{"phase", "x", "y"}]}] for the metrics worth a chart."""
+    """[{"key", "xlabel", "traces": [{"phase", "x", "y"}]}] for the metrics worth a chart."""
     keys = {k for row in metrics for k, v in row.items() if k not in ("phase", "step") and isinstance(v, (int, float))}
     extra = sorted(k for k in keys - set(CURVES) if not k.startswith(("time/", "async/")))[:MAX_EXTRA_CURVES]
     out = []
@@ -52,7 +66,9 @@ def curves(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 t = traces.setdefault(row.get("phase", ""), {"x": [], "y": []})
                 t["x"].append(row.get("step", 0))
                 t["y"].append(row[key])
-        out.append({"key": key, "traces": [{"phase": p, **xy} for p, xy in traces.items()]})
+        out.append(
+            {"key": key, "xlabel": x_label(list(traces)), "traces": [{"phase": p, **xy} for p, xy in traces.items()]}
+        )
     return out
 
 
@@ -176,6 +192,7 @@ table { border-collapse: collapse; font-size: .9em; }
 td, th { border: 1px solid #ddd; padding: .25em .5em; text-align: left; vertical-align: top; }
 #curves { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: .5em; }
 .curve { height: 280px; }
+.curve-title { font-size: .95em; font-weight: 600; margin: .6em 0 0 .5em; }
 #samples-table tbody tr { cursor: pointer; } #samples-table tbody tr:hover { background: #f3f6ff; }
 #samples-table td.text { max-width: 40em; white-space: pre-wrap; font-family: monospace; font-size: .85em; }
 #sample-detail pre { white-space: pre-wrap; background: #f7f7f7; padding: .5em; }
@@ -231,10 +248,13 @@ document.getElementById("config").textContent = DATA.config;
 
 const curveBox = document.getElementById("curves");
 DATA.curves.forEach((c, i) => {
+  // the title sits above the chart, outside plotly's area, so the toolbar (top right, on hover) never covers it
   const div = el("div", {id: "curve-" + i, className: "curve"});
-  curveBox.append(div);
+  curveBox.append(el("div", {className: "curve-box"}, undefined));
+  curveBox.lastChild.append(el("div", {className: "curve-title"}, c.key), div);
   const traces = c.traces.map(t => ({x: t.x, y: t.y, name: t.phase, mode: "lines+markers", type: "scatter"}));
-  const layout = {title: {text: c.key}, margin: {t: 40, r: 10, b: 40, l: 50}, xaxis: {title: {text: "step"}}};
+  const layout = {margin: {t: 30, r: 10, b: 45, l: 50}, xaxis: {title: {text: c.xlabel}},
+                  showlegend: traces.length > 1};
   Plotly.newPlot(div, traces, layout, {displaylogo: false, responsive: true});
 });
 

@@ -299,3 +299,38 @@ def test_make_demo_installs_only_the_core_and_make_test_every_extra(tmp_path):
     full = " ".join(dry("test"))
     for extra in ("test", "agents", "tracking", "classic", "ray"):
         assert extra in full
+
+
+def test_report_titles_stay_clear_of_the_toolbar_and_phases_label_the_x_axis(tmp_path):
+    import shutil
+
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("no Chromium here (make test installs it where it can)")
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    train(tiny(tmp_path, "name=rep"))  # a warm start and RL: charts with both phases
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1300, "height": 900})
+        page.goto((tmp_path / "rep" / "report.html").as_uri())
+        charts = page.locator("#curves .curve")
+        assert charts.count() > 3
+        mixed = 0
+        for i in range(charts.count()):
+            chart = charts.nth(i)
+            chart.scroll_into_view_if_needed()
+            chart.hover()  # plotly shows its toolbar on hover
+            bar = chart.locator(".modebar").bounding_box()
+            title = page.locator(".curve-title").nth(i).bounding_box()
+            assert bar is not None and title is not None
+            apart = title["y"] + title["height"] <= bar["y"] or bar["x"] + bar["width"] <= title["x"]
+            assert apart or title["x"] + title["width"] <= bar["x"], (i, title, bar)
+            xtitle = chart.locator(".g-xtitle").text_content()
+            if chart.locator(".scatterlayer .trace").count() > 1:  # warm start and RL in one chart
+                mixed += 1
+                assert "warm-start step" in xtitle and "RL step" in xtitle
+                assert chart.locator(".legend").count() == 1
+            else:
+                assert xtitle.endswith("step")
+        assert mixed >= 1
+        browser.close()
