@@ -104,9 +104,11 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
 
         train(run_dir=Path(args.resume), resume=True, overrides=overrides)
         return 0
-    from ascent.app.incontext import is_incontext_recipe, train_incontext
+    from ascent.incontext.recipes import is_incontext_recipe
 
     if recipes and is_incontext_recipe(recipes[0]):  # in-context RL (ascent.incontext): its own experiment
+        from ascent.app.incontext import train_incontext
+
         train_incontext(recipes[0], overrides, overwrite=args.overwrite)
         return 0
     cfg = load_config(recipes[0] if recipes else "default", overrides)

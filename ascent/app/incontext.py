@@ -29,21 +29,10 @@ import yaml
 
 from ascent.incontext.experiment import InContextConfig, arm_specs, run_seed, summarise
 from ascent.incontext.model import InContextTransformer
+from ascent.incontext.recipes import is_incontext_recipe, recipe_path  # noqa: F401  (re-exported)
 from ascent.incontext.tasks import make_family
 from ascent.incontext.train import evaluate_in_context
 from ascent.typed import ConfigError, build
-
-RECIPE_DIR = Path(__file__).resolve().parent.parent / "incontext" / "recipes"
-
-
-def is_incontext_recipe(recipe: str) -> bool:
-    """Whether `recipe` names a shipped in-context recipe or a YAML file with an `incontext:` section."""
-    path = Path(recipe) if Path(recipe).suffix else RECIPE_DIR / f"{recipe}.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text()) if path.is_file() else None
-    except (yaml.YAMLError, OSError, UnicodeDecodeError):
-        return False  # the language-model loader reports what is wrong with the file
-    return isinstance(raw, dict) and "incontext" in raw
 
 
 def set_key(raw: dict, dotted: str, value: Any) -> None:
@@ -55,7 +44,7 @@ def set_key(raw: dict, dotted: str, value: Any) -> None:
 
 def load(recipe: str, overrides: list[str]) -> tuple[str, str, InContextConfig]:
     """(name, output_dir, config) of an in-context recipe with `key=value` overrides (`incontext.` optional)."""
-    path = Path(recipe) if Path(recipe).suffix else RECIPE_DIR / f"{recipe}.yaml"
+    path = recipe_path(recipe)
     raw = yaml.safe_load(path.read_text()) or {}
     for item in overrides:
         key, _, text = item.partition("=")
