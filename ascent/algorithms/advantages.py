@@ -19,6 +19,7 @@ import torch
 
 from ascent import papers
 from ascent.algorithms.groups import group_min_max
+from ascent.algorithms.state import PieceState
 from ascent.algorithms.types import AdvantageInput
 from ascent.registry import Registry
 
@@ -153,25 +154,73 @@ def lite_ppo(inp: AdvantageInput, cfg) -> torch.Tensor:
     return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
 
 
+@dataclass(frozen=True)
+class ReinforcePPParams:
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262)."""
+
+    kl_coef: float = 0.0
+    """beta of the per-token KL-penalised return A_t = r - beta sum_{i >= t} KL_i (k1 estimator against the
+    frozen reference, in the advantage, not the loss); 0: no reference forward (the paper's runs use a small
+    positive beta). Do not also set algorithm.kl_coef, which would count the KL twice; >= 0."""
+
+    def __post_init__(self) -> None:
+        if not self.kl_coef >= 0:
+            raise ValueError(f"kl_coef must be >= 0, got {self.kl_coef}")
+
+
+class ReinforcePPState(PieceState):
+    """The reference log-probs of the sampled tokens, for REINFORCE++'s KL-penalised return (kl_coef > 0)."""
+
+    @torch.no_grad()
+    def advantage_extras(self, batch) -> dict[str, torch.Tensor]:
+        if self.params.kl_coef == 0:
+            return {}
+        ref, size = self.services.reference(), max(1, self.services.micro_batch_size)
+        dev = next(ref.parameters()).device
+        parts = [
+            self.services.token_logprobs(
+                ref, batch.input_ids[s : s + size].to(dev), batch.attention_mask[s : s + size].to(dev)
+            )
+            for s in range(0, len(batch.input_ids), size)
+        ]
+        return {"ref_logprobs": torch.cat(parts).float().cpu()}  # (N, T)
+
+
 @ADVANTAGES.register(
     "reinforce_pp",
+    params=ReinforcePPParams,
+    state=ReinforcePPState,
     paper=papers.REINFORCE_PP,
-    fidelity="reduced",
+    fidelity="faithful",
     departures=(
-        (
-            "no KL-penalised per-token return (REINFORCE++ at beta = 0): a reference KL enters only as the loss term "
-            "`algorithm.kl_coef`"
-        ),
-        (
-            "the batch mean and std are over sequences, not over tokens (long responses weigh more in the paper's "
-            "statistics)"
-        ),
+        "beta (kl_coef) defaults to 0, so no reference forward runs unless asked; the paper's runs use a small "
+        "positive beta",
+        "the 'w/ baseline' variant (group mean first) is not a mode of this piece (lite_ppo is the closest)",
     ),
 )
-def reinforce_pp(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """REINFORCE++: A_i = (r_i - mean_batch r) / (std_batch r + eps), global normalisation, no critic (Hu 2025)."""
-    mean, std = batch_moments(inp.rewards, inp.valid)
-    return broadcast((inp.rewards - mean) / (std + cfg.std_eps), inp)
+def reinforce_pp(inp: AdvantageInput, cfg, params: ReinforcePPParams = ReinforcePPParams()) -> torch.Tensor:
+    """REINFORCE++ (Hu 2025, arXiv:2501.03262): a critic-free per-token return with the KL penalty folded in,
+    normalised over every token of the batch.
+
+    A_t = r - beta sum_{i >= t} KL_i, KL_i = log pi_old(y_i) - log pi_ref(y_i) (k1; extras logprobs, the
+    sampled log-probs, and ref_logprobs from `ReinforcePPState`), then A_t <- (A_t - mean) / (std + eps) with
+    the mean and unbiased std over all completion tokens of the batch's valid rows (a long response weighs
+    more, as in the paper). beta = params.kl_coef (0: A_t = r, token-weighted global normalisation). Invalid
+    rows get 0. The "w/ baseline" variant (group mean subtracted first) is not built: use lite_ppo for it.
+    """
+    mask = inp.mask.double() * inp.valid[:, None].double()  # (N, T)
+    ret = inp.rewards.double()[:, None].expand(mask.shape).clone()  # (N, T)
+    if params.kl_coef > 0:
+        kl = _extra(inp, "logprobs", "reinforce_pp").double() - _extra(inp, "ref_logprobs", "reinforce_pp").double()
+        kl = kl * mask
+        ret = ret - params.kl_coef * torch.flip(torch.cumsum(torch.flip(kl, [1]), 1), [1])
+    on = mask > 0
+    vals = ret[on]
+    if vals.numel() < 2 or bool((vals == vals[0]).all()):
+        mean, std = (vals.mean() if vals.numel() else torch.tensor(0.0, dtype=ret.dtype)), torch.tensor(0.0)
+    else:
+        mean, std = vals.mean(), vals.std()
+    return ((ret - mean) / (std + cfg.std_eps) * mask).to(torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,15 +12,6 @@ from typing import Any, Optional
 import torch
 
 from ascent.algorithms.state import PieceState
-from ascent.registry import Paper
-
-DISTIL = Paper(
-    "DistIL",
-    "Agrawal et al.",
-    2026,
-    "Reinforcement Learning from Rich Feedback with Distributional DAgger",
-    "arXiv:2606.05152",
-)
 
 SELF = "self"
 """`teacher=self`: the policy being trained, conditioned on the feedback, is the teacher."""

@@ -32,18 +32,10 @@ from typing import Any
 
 import torch
 
+from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, _grpo_seq
 from ascent.algorithms.state import PieceState
 from ascent.algorithms.types import AdvantageInput
-from ascent.registry import Paper
-
-SERL = Paper(
-    "SERL",
-    "Li, Lyu et al.",
-    2026,
-    "What and When to Distill: Selective Hindsight Distillation for Multi-Turn Agents",
-    "arXiv:2605.19447",
-)
 
 DELTA, ACTION, LAMBDA = "serl_delta", "serl_action", "serl_lambda"
 """The extras `SerlState` adds: (N, T) teacher - student log-prob, (N, T) action-token mask, (1,) lambda_k."""
@@ -192,7 +184,7 @@ class SerlState(PieceState):
     "serl",
     params=SerlParams,
     state=SerlState,
-    paper=SERL,
+    paper=papers.SERL,
     fidelity="reduced",
     departures=(
         "immediate feedback only (the turn's next observation; the last turn: its reply and the outcome); the "

@@ -15,7 +15,7 @@ import torch
 from ascent import papers
 from ascent.algorithms.a_star import AStarParams, AStarState
 from ascent.algorithms.aggregate import aggregate, masked_mean
-from ascent.algorithms.distil import DISTIL, DistilParams, DistilState
+from ascent.algorithms.distil import DistilParams, DistilState
 from ascent.algorithms.kl import kl_penalty
 from ascent.algorithms.opd import (
     EdgeParams,
@@ -445,7 +445,7 @@ def future_disagreement(h: torch.Tensor, mask: torch.Tensor, groups: Optional[to
     "distil",
     params=DistilParams,
     state=DistilState,
-    paper=DISTIL,
+    paper=papers.DISTIL,
     fidelity="reduced",
     departures=(
         "the future weight is the KL H - H(teacher) (the disagreement), not the cross-entropy: our reading",

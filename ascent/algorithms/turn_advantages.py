@@ -36,7 +36,6 @@ import torch
 from ascent import papers
 from ascent.algorithms.advantages import ADVANTAGES, _check, _extra, _grpo_seq, group_moments
 from ascent.algorithms.groups import group_min_max
-from ascent.algorithms.hindsight import SERL
 from ascent.algorithms.types import AdvantageInput
 
 EXPLORE, TASK, NO_TURN = 1, 0, -1
@@ -292,7 +291,7 @@ class TurnFeedbackParams:
 @ADVANTAGES.register(
     "turn_feedback",
     params=TurnFeedbackParams,
-    paper=SERL,
+    paper=papers.SERL,
     fidelity="ascent",
     departures=(
         "ascent's own estimator in the spirit of SERL: a softmax of the environment's scalar step rewards moves "

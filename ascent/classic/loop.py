@@ -88,6 +88,8 @@ class ClassicTrainer:
     def evaluate(self, episodes: int) -> list[float]:
         """Undiscounted returns of `episodes` deterministic episodes (frozen observation statistics)."""
         act = partial(self.algo.act, deterministic=True)
+        if hasattr(self.algo, "begin_episodes"):  # a non-stationary policy counts the episodes' timesteps
+            self.algo.begin_episodes()
         return evaluate(self.make_eval, act, episodes, self.seed + EVAL_SEED_OFFSET, self.envs.obs_norm)
 
     def fit(

@@ -1,16 +1,25 @@
-"""SQIRL, shallow Q-iteration via reinforcement imitation learning's deep variant (Laidlaw, Russell & Dragan 2023,
-"Bridging RL Theory and Practice with the Effective Horizon", NeurIPS 2023, arXiv:2304.09853), discrete actions.
+"""SQIRL, shallow Q-iteration via reinforcement imitation learning (Laidlaw, Russell & Dragan 2023, "Bridging RL
+Theory and Practice with the Effective Horizon", NeurIPS 2023, arXiv:2304.09853), deep variant, discrete actions.
 
 The paper's observation: many MDPs are solved by a few steps of value iteration on the Q function of the random
-policy followed by acting greedily. SQIRL learns in rounds; round i:
-  1. collect `round_steps` environment steps with the exploration policy (uniformly random in round 0, then
-     epsilon-greedy around the current greedy policy) into a fresh, fixed dataset D_i (no replay across rounds);
-  2. regress Q_1 on the discounted Monte-Carlo returns of D_i, G_t = r_t + gamma (1 - done_t) G_{t+1}
-     (the exploration policy's Q; a tail cut by a time limit or by the round's end bootstraps with 0);
-  3. k - 1 steps of fitted-Q iteration on the same D_i: Q_{j+1} regressed on the fixed targets
+policy followed by acting greedily. The authors' deep SQIRL (effective-horizon repository, sb3 `sqirl.py`) learns
+a non-stationary policy one timestep at a time; `scheme="timestep"` (default) does that. Round i (i = 0, 1, ...):
+  1. collect `round_steps` environment steps of whole episodes that act greedily with the frozen policies
+     pi_0..pi_{i-1} at timesteps 0..i-1 and uniformly at random from timestep i on; keep the transitions at
+     t >= i (those followed by random actions) of the episodes that ended within the round;
+  2. regress Q_1 on their discounted Monte-Carlo returns G_t = r_t + gamma (1 - done_t) G_{t+1}: the random
+     policy's Q (a time limit's cut bootstraps with 0);
+  3. k - 1 steps of fitted-Q iteration on the same data: Q_{j+1} regressed on the fixed targets
      y = r + gamma (1 - terminated) max_a' Q_j(s', a'), computed once per step from a frozen copy of Q_j;
-  4. act greedily with respect to Q_k (the next round explores around it).
-Each regression is `fit_epochs` shuffled passes of Huber loss over D_i, warm-started from the previous network.
+  4. freeze pi_i = greedy on Q_k (one network per timestep).
+Acting at timestep t uses pi_t, and the last learned pi beyond the learned depth (the authors stop at the
+horizon; a CPU budget learns fewer stages than the episode length). Each regression is `fit_epochs` shuffled
+passes of Huber loss, warm-started from the previous stage's network.
+
+`scheme="stationary"` is ascent's own variant, not the paper's: one stationary network; round 0 uniformly
+random, later rounds epsilon-greedy around the current greedy Q (so after round 0, Q_1 is the near-greedy
+policy's Q, not the random policy's: epsilon-greedy approximate policy iteration with k-step fitted-Q); the
+effective-horizon guarantee does not apply to it.
 """
 
 from __future__ import annotations
@@ -34,12 +43,17 @@ from ascent.typed import ConfigError
 class SQIRLParams:
     """SQIRL (Laidlaw, Russell & Dragan 2023, arXiv:2304.09853), deep variant with fitted-Q iteration."""
 
+    scheme: str = "timestep"
+    """`timestep`: the paper's scheme, one greedy policy per timestep, learned from random continuations after
+    the learned prefix; `stationary`: ascent's own epsilon-greedy fitted-Q iteration with one network."""
+
     round_steps: int = 5000
     """Environment steps collected per round into that round's dataset, > 0 (a multiple of num_envs is used)."""
     k: int = 3
     """Q-iteration steps per round (1: the exploration policy's Monte-Carlo Q only), >= 1."""
     epsilon: float = 0.1
-    """Random-action probability around the greedy policy from round 1 on (round 0 is uniformly random), [0, 1]."""
+    """scheme=stationary only: random-action probability around the greedy policy from round 1 on (round 0 is
+    uniformly random), [0, 1]."""
     gamma: float = 0.99
     """Discount, in (0, 1]."""
     lr: float = 1e-3
@@ -59,6 +73,8 @@ class SQIRLParams:
         for key in ("round_steps", "k", "batch_size", "fit_epochs", "chunk"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"sqirl: {key} must be > 0, got {getattr(self, key)}")
+        if self.scheme not in ("timestep", "stationary"):
+            raise ConfigError(f"sqirl: scheme must be 'timestep' or 'stationary', got {self.scheme!r}")
         if not 0.0 <= self.epsilon <= 1.0:
             raise ConfigError(f"sqirl: epsilon must be in [0, 1], got {self.epsilon}")
         if not 0.0 < self.gamma <= 1.0:
@@ -83,7 +99,19 @@ def returns_to_go(rewards: np.ndarray, done: np.ndarray, gamma: float) -> np.nda
     return out
 
 
-KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "done")
+def ended_within(done: np.ndarray) -> np.ndarray:
+    """(T, E) 1 where the transition belongs to an episode that ended within the rows (at or before its env's
+    last done), 0 for the unfinished tail after it (its Monte-Carlo return would be cut).
+
+    >>> ended_within(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])).T.tolist()
+    [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]]
+    """
+    T = len(done)
+    last = np.where(done.any(axis=0), T - 1 - np.argmax(done[::-1], axis=0), -1)  # (E,) row of the last done
+    return (np.arange(T)[:, None] <= last[None, :]).astype(np.float32)
+
+
+KEYS = ("obs", "actions", "rewards", "next_obs", "terminated", "done", "keep")
 
 
 class SQIRL:
@@ -105,23 +133,34 @@ class SQIRL:
             "next_obs": np.zeros((self.T, E, envs.obs_dim), np.float32),
             "terminated": np.zeros((self.T, E), np.float32),
             "done": np.zeros((self.T, E), np.float32),
+            "keep": np.ones((self.T, E), np.float32),
         }
         self.t, self.round, self.last_loss = 0, 0, 0.0
+        self.ep_t = np.zeros(E, np.int64)  # each environment's timestep in its current episode
+        self.policies: list[QNetwork] = []  # scheme=timestep: the frozen greedy policy of each timestep
+        self.eval_t = 0  # the timestep of the evaluation episodes (stepped in lockstep)
 
     @torch.no_grad()
     def collect(self) -> None:
         """Up to `chunk` vector steps of the exploration policy into this round's dataset."""
         envs, E, d = self.envs, self.envs.num_envs, self.data
-        eps = 1.0 if self.round == 0 else self.p.epsilon
         for _ in range(min(self.p.chunk, self.T - self.t)):
             obs = envs.obs
-            greedy = self.q(torch.from_numpy(obs)).argmax(dim=1).numpy()
-            explore = self.rng.random(E) < eps
-            actions = np.where(explore, self.rng.integers(0, envs.n_actions, size=E), greedy)
+            random = self.rng.integers(0, envs.n_actions, size=E)
+            if self.p.scheme == "timestep":
+                actions, keep = random, self.ep_t >= self.round  # (E,): random from timestep `round` on
+                for e in np.nonzero(~keep)[0]:  # the learned prefix: pi_t at timestep t < round
+                    actions[e] = int(self.policies[self.ep_t[e]](torch.from_numpy(obs[e : e + 1])).argmax())
+            else:
+                eps = 1.0 if self.round == 0 else self.p.epsilon
+                greedy = self.q(torch.from_numpy(obs)).argmax(dim=1).numpy()
+                actions, keep = np.where(self.rng.random(E) < eps, random, greedy), np.ones(E, bool)
             step = envs.step(actions)
             t = self.t
             d["obs"][t], d["actions"][t], d["rewards"][t], d["next_obs"][t] = obs, actions, step.reward, step.final_obs
             d["terminated"][t], d["done"][t] = step.terminated, step.terminated | step.truncated
+            d["keep"][t] = keep
+            self.ep_t = np.where(d["done"][t] > 0, 0, self.ep_t + 1)
             self.t, self.steps = t + 1, self.steps + E
 
     def iteration(self, want_metrics: bool) -> dict[str, float]:
@@ -134,16 +173,28 @@ class SQIRL:
         return {"loss/value": self.last_loss, "train/round": float(self.round), "train/lr": self.p.lr}
 
     def fit_round(self) -> float:
-        """k regressions on the full dataset: Monte-Carlo returns, then k - 1 fitted-Q targets; the last loss."""
+        """k regressions on the round's dataset: Monte-Carlo returns, then k - 1 fitted-Q targets; the last loss.
+        scheme=timestep: only the kept transitions (random continuations) of episodes that ended in the round,
+        and the result is frozen as the next timestep's policy."""
         d = self.data
         flat = {key: torch.from_numpy(v.reshape(self.T * self.envs.num_envs, *v.shape[2:])) for key, v in d.items()}
         y = torch.from_numpy(returns_to_go(d["rewards"], d["done"], self.p.gamma).reshape(-1))  # (N,)
-        loss = self.regress(flat["obs"], flat["actions"], y)
+        rows = torch.arange(len(y))
+        if self.p.scheme == "timestep":
+            use = d["keep"] * ended_within(d["done"])  # (T, E)
+            rows = torch.from_numpy(np.nonzero(use.reshape(-1))[0])
+            if len(rows) == 0:  # no usable episode (all ran past the round): keep the previous stage's network
+                self.policies.append(copy.deepcopy(self.q).requires_grad_(False))
+                return self.last_loss
+        sub = {key: v[rows] for key, v in flat.items()}
+        loss = self.regress(sub["obs"], sub["actions"], y[rows])
         for _ in range(self.p.k - 1):
             frozen = copy.deepcopy(self.q)
             with torch.no_grad():
-                y = dqn_target(flat["rewards"], flat["terminated"], frozen(flat["next_obs"]), self.p.gamma)  # (N,)
-            loss = self.regress(flat["obs"], flat["actions"], y)
+                y2 = dqn_target(sub["rewards"], sub["terminated"], frozen(sub["next_obs"]), self.p.gamma)  # (n,)
+            loss = self.regress(sub["obs"], sub["actions"], y2)
+        if self.p.scheme == "timestep":
+            self.policies.append(copy.deepcopy(self.q).requires_grad_(False))
         return loss
 
     def regress(self, obs: torch.Tensor, actions: torch.Tensor, y: torch.Tensor) -> float:
@@ -162,9 +213,17 @@ class SQIRL:
                 losses.append(loss.item())
         return float(np.mean(losses))
 
+    def begin_episodes(self) -> None:
+        """Evaluation episodes start (they step in lockstep: every `act` call is one timestep)."""
+        self.eval_t = 0
+
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool) -> np.ndarray:
-        return self.q(torch.from_numpy(obs)).argmax(dim=1).numpy()
+        q = self.q
+        if self.p.scheme == "timestep" and self.policies:
+            q = self.policies[min(self.eval_t, len(self.policies) - 1)]
+        self.eval_t += 1
+        return q(torch.from_numpy(obs)).argmax(dim=1).numpy()
 
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"q": self.q}
@@ -178,6 +237,8 @@ class SQIRL:
             "t": self.t,
             "round": self.round,
             "last_loss": self.last_loss,
+            "ep_t": self.ep_t.copy(),
+            "policies": [{k: v.clone() for k, v in p.state_dict().items()} for p in self.policies],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -188,27 +249,34 @@ class SQIRL:
             self.data[key][: state["t"]] = state["data"][key]
         self.rng.bit_generator.state = state["rng"]
         self.steps, self.t, self.round, self.last_loss = state["steps"], state["t"], state["round"], state["last_loss"]
+        self.ep_t = np.asarray(state["ep_t"], np.int64).copy()
+        self.policies = []
+        for weights in state["policies"]:
+            net = copy.deepcopy(self.q).requires_grad_(False)
+            net.load_state_dict(weights)
+            self.policies.append(net)
 
 
 @CLASSIC.register(
     "sqirl",
     params=SQIRLParams,
     paper=papers.SQIRL,
-    fidelity="reduced",
+    fidelity="faithful",
     departures=(
-        (
-            "a stationary policy with epsilon-greedy rounds after round 0: Q_1 regresses the near-greedy policy's "
-            "returns, not the random policy's, so it is epsilon-greedy approximate policy iteration with k-step "
-            "fitted-Q, not the paper's per-timestep scheme"
-        ),
+        "beyond the learned depth (one stage per round: a few on a CPU budget) the last learned policy acts, "
+        "where the authors learn one per step of the horizon",
+        "episodes still running at a round's end are left out of that round's regression",
+        "`scheme=stationary` is ascent's own epsilon-greedy fitted-Q iteration, not the paper's algorithm",
     ),
 )
 def sqirl(ctx: ClassicContext, params: SQIRLParams = SQIRLParams()) -> SQIRL:
     """SQIRL (Laidlaw, Russell & Dragan 2023, NeurIPS, arXiv:2304.09853), deep variant; discrete actions.
 
-    Per round: a fixed dataset from random (round 0) or epsilon-greedy exploration; Q_1 <- regression on the
-    Monte-Carlo returns G_t = r_t + gamma G_{t+1}; Q_{j+1} <- regression on r + gamma (1 - terminated)
-    max_a' Q_j(s', a'), j < k; act greedily on Q_k.
+    Round i: episodes follow the frozen greedy policies pi_0..pi_{i-1} for their first i steps, then act
+    uniformly at random; on the random continuations Q_1 <- regression on the Monte-Carlo returns
+    G_t = r_t + gamma G_{t+1} (the random policy's Q), Q_{j+1} <- regression on r + gamma (1 - terminated)
+    max_a' Q_j(s', a'), j < k; pi_i = greedy on Q_k; acting at timestep t uses pi_t (scheme=timestep).
+    scheme=stationary is ascent's own epsilon-greedy variant (see the module docstring).
     """
     return SQIRL(ctx, params)
 

@@ -30,17 +30,8 @@ from ascent import papers
 from ascent.envs.search_world import normalize
 from ascent.envs.tool_env import parse_answer
 from ascent.envs.tools import ToolCall, parse_tool_calls
-from ascent.registry import Paper
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.shaping import Matcher, call_reward
-
-CARR = Paper(
-    "CaRR",
-    "Zhang et al.",
-    2026,
-    "Chaining the Evidence: Robust Reinforcement Learning for Deep Search Agents with Citation-Aware Rubric Rewards",
-    "arXiv:2601.06021",
-)
 
 Values = list[Optional[float]]
 _SOURCE = re.compile(r"<source>\s*(external|internal)\s*</source>", re.IGNORECASE)
@@ -284,7 +275,7 @@ def rubric_score(
 
 @REWARDS.register(
     "citation_rubric",
-    paper=CARR,
+    paper=papers.CARR,
     fidelity="reduced",
     departures=(
         "rubrics are the gold hop documents and titles matched as strings; CaRR has an LLM identify the "
@@ -329,7 +320,7 @@ def citation_rubric(
 
 @REWARDS.register(
     "c_grpo",
-    paper=CARR,
+    paper=papers.CARR,
     fidelity="reduced",
     departures=(
         "the rubric is `citation_rubric`'s string-matched one; the optional normalisation of the rubric by the "

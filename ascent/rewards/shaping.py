@@ -20,7 +20,6 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from ascent import papers
-from ascent.registry import Paper
 from ascent.rewards.builtin import _NUMBER, REWARDS
 
 Values = list[Optional[float]]
@@ -294,13 +293,7 @@ def concordance(x: Sequence[float], y: Sequence[float]) -> float:
 
 @REWARDS.register(
     "ccc",
-    paper=Paper(
-        "CCC reward",
-        "Du, Song & Li",
-        2026,
-        "Injecting Distributional Awareness into MLLMs via Reinforcement Learning for Deep Imbalanced Regression",
-        "arXiv:2605.01402",
-    ),
+    paper=papers.CCC_REWARD,
     fidelity="reduced",
     departures=(
         "the per-rollout attribution of the batch CCC is not in the abstract: the default `loo` (and `batch`, "

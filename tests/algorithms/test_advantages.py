@@ -228,6 +228,7 @@ WITH_PARAMS = {
     "tree",
     "progress",
     "serl",
+    "reinforce_pp",
     "turn_feedback",
     "explore_group",
     "gae",

@@ -108,3 +108,52 @@ def test_truncated_importance_sampling_weights():
         AlgorithmConfig(loss_agg="token-mean"),
     )
     assert abs(float(off.detach()) + 1.0) < 1e-6  # tis off: ratio 1 everywhere
+
+
+def test_reinforce_pp_token_level_kl_penalised_return_by_hand():
+    from ascent.algorithms.advantages import ReinforcePPParams
+
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    logp = torch.tensor([[-1.0, -1.0, -1.0], [-1.0, -9.0, -9.0]])
+    ref = torch.tensor([[-1.1, -1.2, -1.3], [-1.4, 0.0, 0.0]])  # k1 KL: [0.1, 0.2, 0.3], [0.4]
+    inp = AdvantageInput(
+        rewards=torch.tensor([1.0, 0.0]),
+        valid=torch.ones(2, dtype=torch.bool),
+        group_index=torch.tensor([0, 1]),
+        mask=mask,
+        extras={"logprobs": logp, "ref_logprobs": ref},
+    )
+    adv = ADVANTAGES.get("reinforce_pp")(inp, CFG, ReinforcePPParams(kl_coef=0.5))
+    # returns r - 0.5 * (KL still to come): [1 - .3, 1 - .25, 1 - .15], [0 - .2]; token mean .525, std sqrt(.7125/3)
+    ret = torch.tensor([0.7, 0.75, 0.85, -0.2])
+    want = (ret - 0.525) / (math.sqrt(0.7125 / 3) + 1e-6)
+    assert torch.allclose(adv[mask > 0], want, atol=1e-5) and float(adv[1, 1:].abs().sum()) == 0.0
+    # beta = 0: token-weighted statistics (the long correct response weighs 3 tokens): mean .75, not .5
+    plain = ADVANTAGES.get("reinforce_pp")(inp, CFG)
+    want0 = (torch.tensor([1.0, 1.0, 1.0, 0.0]) - 0.75) / (0.5 + 1e-6)  # unbiased std of [1, 1, 1, 0] = .5
+    assert torch.allclose(plain[mask > 0], want0, atol=1e-5)
+
+
+def test_reinforce_pp_state_gives_the_reference_logprobs(tiny_policy):
+    import copy
+
+    from ascent.algorithms.advantages import ReinforcePPParams, ReinforcePPState
+    from ascent.policy.model import token_logprobs
+
+    ref = copy.deepcopy(tiny_policy.model)
+
+    class Harness:
+        micro_batch_size = 1
+
+        def reference(self):
+            return ref
+
+        def token_logprobs(self, model, ids, mask):
+            return token_logprobs(model, ids, mask)
+
+    ids = torch.tensor([[1, 5, 6, 7], [1, 8, 9, 0]])
+    att = torch.tensor([[1, 1, 1, 1], [1, 1, 1, 0]])
+    batch = type("B", (), {"input_ids": ids, "attention_mask": att})()
+    out = ReinforcePPState(ReinforcePPParams(kl_coef=0.1), Harness()).advantage_extras(batch)
+    assert torch.allclose(out["ref_logprobs"], token_logprobs(ref, ids, att), atol=1e-6)
+    assert ReinforcePPState(ReinforcePPParams(), Harness()).advantage_extras(batch) == {}

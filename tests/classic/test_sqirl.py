@@ -28,7 +28,10 @@ def test_returns_to_go_by_hand():
 
 def test_fit_round_regresses_on_monte_carlo_then_fitted_q_targets(monkeypatch):
     envs = VecEnv(lambda: make_env("CartPole-v1"), 1, seed=0)
-    algo = SQIRL(ClassicContext(envs, 100, 0, torch.device("cpu")), SQIRLParams(round_steps=3, k=3, gamma=0.5))
+    algo = SQIRL(
+        ClassicContext(envs, 100, 0, torch.device("cpu")),
+        SQIRLParams(round_steps=3, k=3, gamma=0.5, scheme="stationary"),
+    )
     last = algo.q.net[-1]
     with torch.no_grad():  # Q(s, .) = [1, 2] everywhere
         last.weight.zero_()
@@ -81,3 +84,59 @@ def test_resume_is_exact(tmp_path):
     assert split["final_returns"] == whole["final_returns"] and split["env_steps"] == whole["env_steps"]
     a, b = _weights(tmp_path / "whole"), _weights(tmp_path / "split")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_timestep_scheme_follows_the_learned_prefix_then_acts_randomly(monkeypatch):
+    # the paper's scheme: round i acts with the frozen pi_0..pi_{i-1} at timesteps < i, uniformly at random after,
+    # and regresses only on the random continuations of episodes that ended within the round
+    envs = VecEnv(lambda: make_env("CartPole-v1"), 2, seed=0)
+    algo = SQIRL(ClassicContext(envs, 10_000, 0, torch.device("cpu")), SQIRLParams(round_steps=200, k=1, chunk=100))
+    seen = []
+
+    def fake_regress(obs, actions, y):
+        seen.append((obs.clone(), actions.clone(), y.clone()))
+        return 0.0
+
+    monkeypatch.setattr(algo, "regress", fake_regress)
+    while algo.round == 0:
+        algo.iteration(False)  # round 0: random episodes, then the fit that freezes pi_0
+    start = algo.ep_t.copy()  # episodes run across rounds
+    while algo.t < algo.T:
+        algo.collect()  # round 1's data, not yet fitted
+    assert len(algo.policies) == 1  # pi_0 frozen after round 0
+    d = algo.data
+    ep_t = start  # replay round 1's timesteps from the done flags
+    prefix = 0
+    for t in range(algo.T):
+        for e in range(2):
+            if ep_t[e] == 0:  # timestep 0: pi_0's greedy action
+                want = int(algo.policies[0](torch.from_numpy(d["obs"][t, e : e + 1])).argmax())
+                assert d["actions"][t, e] == want and d["keep"][t, e] == 0
+                prefix += 1
+            else:
+                assert d["keep"][t, e] == 1
+        ep_t = np.where(d["done"][t] > 0, 0, ep_t + 1)
+    assert prefix >= 2
+    # round 0's regression: every transition of the episodes that ended, targets = Monte-Carlo returns
+    obs0, _, y0 = seen[0]
+    assert len(y0) < 2 * algo.T and float(y0.min()) >= 1.0  # CartPole: reward 1 per step, G >= 1
+
+
+def test_timestep_scheme_acts_with_the_policy_of_each_timestep():
+    envs = VecEnv(lambda: make_env("CartPole-v1"), 1, seed=0)
+    algo = SQIRL(ClassicContext(envs, 100, 0, torch.device("cpu")), SQIRLParams(round_steps=10))
+    nets = []
+    for favourite in (0, 1):  # pi_0 always pushes left, pi_1 always right
+        net = type(algo.q)(envs.obs_dim, envs.n_actions, [8])
+        with torch.no_grad():
+            net.net[-1].weight.zero_()
+            net.net[-1].bias.copy_(torch.tensor([1.0, 0.0] if favourite == 0 else [0.0, 1.0]))
+        nets.append(net)
+    algo.policies = nets
+    obs = np.zeros((3, envs.obs_dim), np.float32)
+    algo.begin_episodes()
+    assert [int(algo.act(obs, True)[0]) for _ in range(4)] == [0, 1, 1, 1]  # beyond the learned depth: the last
+    algo.begin_episodes()
+    assert int(algo.act(obs, True)[0]) == 0
+    with pytest.raises(ConfigError, match="scheme"):
+        SQIRLParams(scheme="nope")
