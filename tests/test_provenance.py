@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from ascent.app.references import REFERENCES, import_all, missing_provenance, registries, render, unlisted_registries
+from ascent.app.references import (
+    REFERENCES,
+    import_all,
+    merge_papers,
+    missing_provenance,
+    registries,
+    render,
+    unlisted_registries,
+)
 from ascent.registry import Paper, Provenance, Registry
 
 PAPER = Paper("X", "A et al.", 2025, "A title", "arXiv:2501.00001")
@@ -110,3 +118,12 @@ def test_the_generated_file_lists_every_piece_with_its_provenance():
         "| Multi-turn agentic RL recipe (meow-tea-taro) | Wang & Ammanabrolu",
     ):
         assert row in text
+
+
+def test_records_of_one_paper_merge_and_different_papers_under_one_key_fail():
+    noted = Paper("X", "A et al.", 2025, "A title", "arXiv:2501.00001", note="used by `ascent collect`")
+    other = Paper("Y", "B et al.", 2024, "B title", "arXiv:2401.00001", section="baselines")
+    merged = merge_papers([PAPER, other, noted, Paper("X", "A et al.", 2025, "A title", "arXiv:2501.00001", note="n2")])
+    assert [p.key for p in merged] == ["X", "Y"] and merged[0].note == "used by `ascent collect`; n2"
+    with pytest.raises(ValueError, match="two different papers under the key 'X'"):
+        merge_papers([PAPER, Paper("X", "Someone else", 2025, "A title", "arXiv:2501.00001")])

@@ -82,22 +82,25 @@ def missing_provenance() -> list[str]:
     return [f"{kind} {e.name}" for kind, reg in registries().items() for e in reg.entries() if e.provenance is None]
 
 
-def all_papers() -> list[Paper]:
-    """The papers of `ascent.papers` in their order there, then those only a registration names, by key.
-
-    Records under one key are one paper: they must agree on authors, year, title and reference (else ValueError);
-    the first (ascent.papers') section is kept and their notes are joined.
-    """
+def merge_papers(records: list[Paper]) -> list[Paper]:
+    """One record per key, in first-seen order. Records under one key are one paper: they must agree on authors,
+    year, title and reference (else ValueError); the first one's section is kept and the notes are joined."""
     found: dict[str, Paper] = {}
-    declared = [v for v in vars(papers_module).values() if isinstance(v, Paper)]
-    cited = [p for reg in registries().values() for e in reg.entries() if e.provenance for p in e.provenance.papers]
-    for paper in declared + sorted(cited, key=lambda p: p.key.lower()):
+    for paper in records:
         known = found.setdefault(paper.key, paper)
         if (known.authors, known.year, known.title, known.ref) != (paper.authors, paper.year, paper.title, paper.ref):
             raise ValueError(f"two different papers under the key {paper.key!r}: {known} and {paper}")
         if paper.note and paper.note not in known.note:
             found[paper.key] = dataclasses.replace(known, note="; ".join(n for n in (known.note, paper.note) if n))
     return list(found.values())
+
+
+def all_papers() -> list[Paper]:
+    """The papers of `ascent.papers` in their order there, then those only a registration names, by key
+    (`merge_papers`)."""
+    declared = [v for v in vars(papers_module).values() if isinstance(v, Paper)]
+    cited = [p for reg in registries().values() for e in reg.entries() if e.provenance for p in e.provenance.papers]
+    return merge_papers(declared + sorted(cited, key=lambda p: p.key.lower()))
 
 
 def _cell(text: object) -> str:
