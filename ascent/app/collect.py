@@ -241,6 +241,9 @@ def collect(
         "source": str(Path(source.run_dir).resolve()) if source.run_dir else c.env,
         "checkpoint": chosen,
         "checkpoint_return": scores.get(chosen) if chosen else None,
+        "checkpoint_score": (
+            round(100.0 * (scores[chosen] - random_return) / (expert_return - random_return), 2) if chosen else None
+        ),
         "level": level,
         "steps": steps,
         "seed": seed,
