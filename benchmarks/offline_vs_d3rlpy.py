@@ -157,7 +157,8 @@ def side_summary(runs: list[dict[str, Any]], data: dict[str, Any]) -> dict[str, 
 
     lo_ref, hi_ref = data["ref_min_score"], data["ref_max_score"]
     scores = [100.0 * (float(np.mean(r["final_returns"])) - lo_ref) / (hi_ref - lo_ref) for r in runs]
-    low, high = bootstrap_interval(np.array(scores)) if len(scores) > 1 else (scores[0], scores[0])
+    ci = bootstrap_interval(scores)
+    low, high = ci.lo, ci.hi
     return {
         "score": float(np.mean(scores)),
         "score_ci95": [float(low), float(high)],

@@ -183,3 +183,24 @@ def test_overoptimisation_tables_proxy_and_true_reward_against_kl(tmp_path):
     assert plot.stat().st_size > 10_000
     missing = subprocess.run([*cmd, "--true", "reward/nope"], capture_output=True, text=True)
     assert missing.returncode != 0 and "reward/nope" in missing.stderr
+
+
+def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path):
+    import pytest
+
+    pytest.importorskip("minari")
+    pytest.importorskip("gymnasium")
+    rows = run_script(
+        "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium", "--seeds", "2",
+        "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden", "16",
+        "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path),
+    )  # fmt: skip
+    r = rows[-1]
+    assert r["transitions"] == 300 and r["seeds"] == 2 and r["steps"] == 20
+    a = r["ascent"]
+    lo, hi = r["ref_min_score"], r["ref_max_score"]
+    by_hand = [100 * (ret - lo) / (hi - lo) for ret in a["returns"]]  # the normalised score of each seed
+    assert a["scores"] == pytest.approx(by_hand, abs=0.02) and a["score"] == pytest.approx(sum(by_hand) / 2, abs=0.02)
+    assert a["score_ci95"][0] <= a["score"] <= a["score_ci95"][1]
+    assert (tmp_path / "runs" / "pendulum-expert" / "summary.json").exists()  # cached for the next run
+    assert len(list((tmp_path / "runs" / "pendulum-expert" / "checkpoints").glob("step_*"))) == 10
