@@ -4,8 +4,8 @@ fills the batch's turn extras, the contract of the turn-level advantage estimato
 turns of any trajectory in the batch, at least 1):
 
 - `turn_index` (N, T) long: the 0-based model turn each sampled token belongs to, -1 elsewhere;
-- `turn_rewards` (N, M) float32: each turn's reward, the environment's step reward (`agent.turn_rewards=env`)
-  or IGPO's information gain (`igpo`), NaN where the trajectory has no such turn;
+- `turn_rewards` (N, M) float32: each turn's reward, the environment's step reward (`agent.turn_rewards=env`),
+  IGPO's information gain (`igpo`) or RLVMR's tag score (`meta_tags`), NaN where the trajectory has no such turn;
 - `turn_kind` (N, M) long: 1 = exploratory action (a tool call), 0 = task action (final answer,
   environment action), -1 = no turn;
 - `turn_prefix` (N, M) long: a 63-bit hash of the trajectory's ids up to the end of turn t (its sampled
@@ -158,7 +158,8 @@ class AgentCollector:
     n: int
     """Episodes per row (rollout.samples_per_prompt): the GRPO group."""
     turn_rewards: str = "env"
-    """env: the environment's step rewards; igpo: information gains (`ascent.rewards.agentic.igpo_turn_rewards`)."""
+    """env: the environment's step rewards; igpo: information gains (`ascent.rewards.agentic.igpo_turn_rewards`);
+    meta_tags: RLVMR's per-turn tag scores (`ascent.rewards.agentic.meta_turn_rewards`)."""
     igpo_template: str = "<answer>{answer}</answer>"
     micro_batch_size: int = 32
     """Probe sequences per forward (igpo)."""
@@ -191,5 +192,13 @@ class AgentCollector:
             rewards = [igpo_turn_rewards(p, [u.reward for u in t.turns]) for p, t in zip(probs, trajs)]
             for f, p in zip(batch.fields, probs):
                 f["agent_answer_probs"] = p
+        elif self.turn_rewards == "meta_tags":
+            from ascent.rewards.agentic import answer_em, meta_turn_rewards
+
+            rewards = []
+            for i, t in enumerate(trajs):
+                texts = [u.text for u in t.turns]
+                ok = answer_em([""], [""], [rows[i // self.n].get("answer")], [t.info], [texts])[0]
+                rewards.append(meta_turn_rewards(texts, [u.info for u in t.turns], bool(ok)))
         batch.extras = turn_extras(trajs, batch.input_ids.shape[1], rewards)
         return batch

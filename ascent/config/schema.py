@@ -350,11 +350,12 @@ class AgentRunConfig:
     """Tokens the model may sample in one turn."""
     max_total_tokens: int = 1024
     """Tokens per trajectory: prompt, turns, template pieces and observations (keep <= the model's positions)."""
-    turn_rewards: Literal["env", "igpo"] = "env"
-    """What extras['turn_rewards'] holds: the environment's step rewards, or IGPO information gains (Wang et
+    turn_rewards: Literal["env", "igpo", "meta_tags"] = "env"
+    """What extras['turn_rewards'] holds: the environment's step rewards, IGPO information gains (Wang et
     al., 2025, arXiv:2510.14967: the increase of the policy's probability of the gold answer after each turn;
-    the final turn keeps its step reward). igpo costs one extra forward per turn and fills
-    fields['agent_answer_probs']."""
+    the final turn keeps its step reward; one extra forward per turn, fills fields['agent_answer_probs']), or
+    RLVMR's per-turn meta-reasoning tag scores (Zhang et al., 2025, arXiv:2507.22844; `<plan>`, `<explore>`,
+    `<reflect>`, 0 for an untagged turn), credited to the tagged turn by a turn-level estimator."""
     igpo_template: str = "<answer>{answer}</answer>"
     """IGPO: the text after the history whose {answer} tokens are scored."""
     stop_strings: list[str] = field(default_factory=lambda: ["</tool_call>", "</answer>"])

@@ -442,22 +442,24 @@ def _failed(info: Optional[dict[str, Any]]) -> bool:
     return info.get("tool_errors", 0) > 0 or ("tool_calls" in info and info["tool_calls"] == 0 and "answer" not in info)
 
 
-def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
-    """RLVMR's rule-based scores (Zhang et al., 2025, arXiv:2507.22844) of an episode's tagged turns, in
-    order: `<plan>` in the first turn scores 1 when the episode succeeds (0 otherwise or later); `<explore>`
-    scores 1 when the turn makes a tool call never made before in the episode, -1 when all its calls repeat
-    earlier ones (0 without calls); `<reflect>` scores 1 right after a failed step (tool error or no
-    action), else 0.
+def turn_tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[list[float]]:
+    """RLVMR's rule-based scores (Zhang et al., 2025, arXiv:2507.22844) of each turn's tags, one list per turn
+    (empty for an untagged turn): `<plan>` in the first turn scores 1 when the episode succeeds (0 otherwise
+    or later); `<explore>` scores 1 when the turn makes a tool call never made before in the episode, -1 when
+    all its calls repeat earlier ones (0 without calls); `<reflect>` scores 1 right after a failed step (tool
+    error or no action), else 0. The -1 for a repeated exploration, `<plan>` counted in turn 0 only and the
+    absence of a format penalty are ascent's rules.
 
-    >>> tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
-    ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
-    ...             "<reflect/><answer>a</answer>"],
-    ...            [{"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {}], success=True)
-    [1.0, 1.0, -1.0, 0.0]
+    >>> turn_tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...                  "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...                  "<reflect/><answer>a</answer>", "<answer>b</answer>"],
+    ...                 [{"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {}, {}],
+    ...                 success=True)
+    [[1.0, 1.0], [-1.0], [0.0], []]
     """
-    scores, made = [], set()
+    out, made = [], set()
     for t, (text, info) in enumerate(zip(turn_texts, turn_infos)):
-        calls = _call_signatures(text)
+        calls, scores = _call_signatures(text), []
         if "<plan" in text:
             scores.append(float(t == 0 and success))
         if "<explore" in text:
@@ -465,7 +467,31 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
         if "<reflect" in text:
             scores.append(float(t > 0 and _failed(turn_infos[t - 1])))
         made |= calls
-    return scores
+        out.append(scores)
+    return out
+
+
+def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
+    """`turn_tag_scores` of an episode's tagged turns, flattened in order.
+
+    >>> tag_scores(["<plan>x</plan><explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...             "<explore/><tool_call>{\\"name\\": \\"s\\", \\"arguments\\": {}}</tool_call>",
+    ...             "<reflect/><answer>a</answer>"],
+    ...            [{"tool_calls": 1, "tool_errors": 1}, {"tool_calls": 1, "tool_errors": 0}, {}], success=True)
+    [1.0, 1.0, -1.0, 0.0]
+    """
+    return [x for scores in turn_tag_scores(turn_texts, turn_infos, success) for x in scores]
+
+
+def meta_turn_rewards(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
+    """RLVMR's per-step credit as turn rewards (`agent.turn_rewards=meta_tags`): each turn's summed tag
+    scores (0 for an untagged turn), for the turn-level estimators (`explore_group(step_coef=c)`,
+    `turn_feedback`) to credit the tagged turn itself.
+
+    >>> meta_turn_rewards(["<plan/>", "<explore/>", "<answer>a</answer>"], [{}, {}, {}], success=True)
+    [1.0, 0.0, 0.0]
+    """
+    return [float(sum(scores)) for scores in turn_tag_scores(turn_texts, turn_infos, success)]
 
 
 @REWARDS.register(
@@ -473,7 +499,11 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
     paper=papers.RLVMR,
     fidelity="reduced",
     departures=(
-        "the per-step tag scores are averaged into one episode-level reward: no per-step credit",
+        (
+            "as a reward, the per-step tag scores are averaged into one episode-level value; per-step credit goes "
+            "through agent.turn_rewards=meta_tags and a turn-level estimator (RLVMR's GRPO-MR per-tag-type "
+            "normalisation is not built)"
+        ),
         (
             "the rules -1 for an exploration that only repeats calls, `<plan>` scored in turn 0 only, and no format "
             "penalty are ascent's"
@@ -489,10 +519,12 @@ def meta_tags(
     agent_turn_infos=None,
     **_: Any,
 ) -> Values:
-    """RLVMR meta-reasoning reward (Zhang et al., 2025, arXiv:2507.22844): the mean of `tag_scores` over the
-    episode's tagged turns (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without tags. Success =
-    answer_em. Mix it with the outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`). No turn texts
-    (single-turn rows): None."""
+    """RLVMR meta-reasoning reward (Zhang et al., 2025, arXiv:2507.22844), episode level: the mean of
+    `tag_scores` over the episode's tagged turns (`<plan>`, `<explore>`, `<reflect>`), in [-1, 1]; 0 without
+    tags. Success = answer_em. Mix it with the outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`).
+    This mean gives every token of the episode the same credit; RLVMR's dense per-step credit is
+    `agent.turn_rewards=meta_tags` (each turn's own tag score in extras['turn_rewards']) with a turn-level
+    estimator such as `explore_group(step_coef=c)` or `turn_feedback`. No turn texts (single-turn rows): None."""
     n = len(completions)
     success = answer_em(prompts, completions, answer, agent_info, agent_turn_texts)
     out: Values = []

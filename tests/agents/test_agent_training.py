@@ -363,3 +363,48 @@ def test_serl_hindsight_teacher_runs_in_an_agent_step(tmp_path, reward_file):
     m = trainer.step()
     assert math.isfinite(m["loss/policy"]) and state.steps == 1
     assert float(seen["out"][DELTA].abs().sum()) > 0  # the feedback moved the teacher's log-probs
+
+
+def test_meta_tags_turn_rewards_are_each_turns_tag_score(agent_batch, policy, worlds, rows):
+    from ascent.rewards.agentic import answer_em, meta_turn_rewards
+
+    collector, _ = agent_batch
+    meta = AgentCollector(policy, rows, collector.engine, collector.task, LOOP, n=2, turn_rewards="meta_tags")
+    b = meta.collect([2], torch.Generator().manual_seed(3))
+    for i, f in enumerate(b.fields):
+        texts = f["agent_turn_texts"]
+        ok = answer_em([""], [""], [rows[2]["answer"]], [f["agent_info"]], [texts])[0]
+        want = meta_turn_rewards(texts, f["agent_turn_infos"], bool(ok))
+        assert b.extras["turn_rewards"][i, : len(texts)].tolist() == pytest.approx(want)
+
+
+def test_meta_tags_credit_goes_to_the_tagged_turn():
+    # two episodes with the same tag mean (episode-level meta_tags reward) but the good exploration in
+    # different turns: per-turn credit tells them apart, the episode-level mean cannot
+    from ascent.algorithms import ADVANTAGES, AdvantageInput
+    from ascent.algorithms.turn_advantages import ExploreGroupParams
+    from ascent.config.schema import AlgorithmConfig
+    from ascent.rewards.agentic import meta_turn_rewards
+
+    call = '<tool_call>{"name": "search", "arguments": {"q": "%s"}}</tool_call>'
+    first = ["<explore/>" + call % "a", "<explore/>" + call % "a", "<answer>x</answer>"]  # new call, then a repeat
+    second = ["<explore/>" + call % "a", "<explore/>" + call % "b", "<answer>x</answer>"]  # new, new
+    third = ["<explore/>" + call % "a" + call % "a", "<explore/>" + call % "a", "<answer>x</answer>"]
+    infos = [{"tool_calls": 1}, {"tool_calls": 1}, {}]
+    f = [meta_turn_rewards(t, infos, success=False) for t in (first, second, third)]
+    assert f == [[1.0, -1.0, 0.0], [1.0, 1.0, 0.0], [1.0, -1.0, 0.0]]
+    idx = torch.tensor([[0, 1, 2]] * 3)
+    inp = AdvantageInput(
+        torch.zeros(3),
+        torch.ones(3, dtype=torch.bool),
+        torch.zeros(3, dtype=torch.long),
+        torch.ones(3, 3),
+        {
+            "turn_index": idx,
+            "turn_rewards": torch.tensor(f),
+            "turn_kind": torch.tensor([[1, 1, 0]] * 3),
+        },
+    )
+    adv = ADVANTAGES.get("explore_group")(inp, AlgorithmConfig(), ExploreGroupParams(step_coef=1.0))
+    assert float(adv[1, 1]) > 0 > float(adv[0, 1])  # the second episode's second exploration is the credited one
+    assert torch.equal(adv[0], adv[2])
