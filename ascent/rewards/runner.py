@@ -1,19 +1,24 @@
 """Score completions with one or several reward functions, robustly.
 
-A reward that raises, hangs past its timeout, returns the wrong number of values, or returns NaN/inf does
-not crash the run: the affected samples are recorded as failed (`valid` false, counted in metrics, the
-first error of each reward logged once with its traceback) and leave the loss.
+A reward that raises, hangs past its timeout, returns the wrong number of values, or returns anything but a
+finite real number or None (NaN, inf, 10**400, the string "1.0", True) does not crash the run: the affected
+samples are recorded as failed (`valid` false, counted in metrics, the first error of each reward logged once
+with its traceback) and leave the loss. Rewards get copies of the prompts, completions and fields; a call that
+times out is stopped (a thread spinning in Python code gets an exception; a stateless reward that timed out
+runs in a killable worker process from then on).
 """
 
 from __future__ import annotations
 
 import ast
+import copy
 import functools
 import importlib
 import importlib.util
 import inspect
 import logging
 import math
+import pickle
 import queue
 import sys
 import threading
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
 from ascent.rewards.builtin import REWARDS
@@ -130,24 +136,74 @@ def _resolve_callable(spec: str) -> RewardFn:
     return fn
 
 
+class RewardTimeout(BaseException):
+    """Raised inside a reward's thread once its call has timed out (see `call_with_timeout`)."""
+
+
+def _stop_thread(thread: threading.Thread) -> None:
+    """Ask the interpreter to raise RewardTimeout in `thread` at its next bytecode: ends a reward spinning in
+    Python code; one blocked inside a C call (a sleep, a regex) is reached only when that call returns."""
+    import ctypes
+
+    if thread.ident is not None and thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(RewardTimeout))
+
+
 def call_with_timeout(fn: Callable, timeout_s: float, *args: Any, **kwargs: Any) -> tuple[str, Any]:
     """Run fn in a daemon thread: ("ok", result), ("error", traceback text) or ("timeout", None).
 
-    A daemon thread, so a reward that never returns cannot keep the process from exiting.
+    A daemon thread, so a reward that never returns cannot keep the process from exiting; on timeout the thread
+    is stopped at its next Python bytecode (`_stop_thread`), so a spinning reward does not keep running.
     """
     box: queue.Queue = queue.Queue(maxsize=1)
 
     def target() -> None:
         try:
             box.put(("ok", fn(*args, **kwargs)))
+        except RewardTimeout:
+            pass
         except BaseException:  # noqa: BLE001 - everything a user function raises is recorded
             box.put(("error", traceback.format_exc()))
 
-    threading.Thread(target=target, name=f"reward-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    thread = threading.Thread(target=target, name=f"reward-{getattr(fn, '__name__', 'fn')}", daemon=True)
+    thread.start()
     try:
         return box.get(timeout=timeout_s)
     except queue.Empty:
+        _stop_thread(thread)
         return "timeout", None
+
+
+def _in_child(conn: Any, fn: Callable, args: tuple, kwargs: dict) -> None:
+    try:
+        conn.send(("ok", fn(*args, **kwargs)))
+    except BaseException:  # noqa: BLE001
+        conn.send(("error", traceback.format_exc()))
+
+
+def call_in_process(fn: Callable, timeout_s: float, *args: Any, **kwargs: Any) -> tuple[str, Any]:
+    """`call_with_timeout` in a forked worker process that is killed at the timeout: for a reward that timed out
+    before, so that a reward hanging in C code (where a thread cannot be stopped) leaves nothing running.
+    The result must be picklable (a list of numbers is)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_in_child, args=(child, fn, args, kwargs), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if parent.poll(timeout_s):
+            try:
+                return parent.recv()
+            except (EOFError, OSError, pickle.UnpicklingError) as err:
+                return "error", f"the reward's worker process ended without a result ({type(err).__name__})"
+        return "timeout", None
+    finally:
+        parent.close()
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
 
 
 @dataclass
@@ -171,12 +227,24 @@ def columns(fields: list[dict[str, Any]]) -> dict[str, list[Any]]:
 
 
 def _as_value(v: Any) -> tuple[float, bool]:
-    """(the reward value, NaN for no opinion or a failure; whether it failed: non-finite or non-numeric)."""
-    try:
-        x = math.nan if v is None else float(v)
-    except (TypeError, ValueError):
+    """(the reward value, NaN for no opinion or a failure; whether it failed). A value is None (no opinion) or a
+    real number (int, float, numpy or 0-d tensor scalar); a bool, a string such as "1.0", an int too large
+    for a float (10**400), NaN and inf are failures, never silently read as numbers.
+
+    >>> [_as_value(v) for v in (0.5, 2, None)]
+    [(0.5, False), (2.0, False), (nan, False)]
+    >>> [_as_value(v)[1] for v in (True, "1.0", 10**400, float("inf"), [1.0])]
+    [True, True, True, True, True]
+    """
+    if v is None:
+        return math.nan, False
+    if isinstance(v, (bool, np.bool_, str, bytes)) or not hasattr(v, "__float__"):
         return math.nan, True
-    return (x, False) if math.isfinite(x) or v is None else (math.nan, True)
+    try:
+        x = float(v)
+    except (TypeError, ValueError, ArithmeticError, RuntimeError):  # RuntimeError: a tensor of several values
+        return math.nan, True
+    return (x, False) if math.isfinite(x) else (math.nan, True)
 
 
 class RewardRunner:
@@ -193,6 +261,8 @@ class RewardRunner:
         self.weights = list(weights) if weights is not None else [1.0] * len(specs)
         self.timeout_s = timeout_s
         self._reported: set[str] = set()
+        self._hung: set[int] = set()
+        """Rewards that timed out: stateless ones are called in a killable worker process from then on."""
         self.failure_log: list[str] = []
 
     def attach_policy(self, model: torch.nn.Module, tokenizer: Any) -> None:
@@ -239,9 +309,7 @@ class RewardRunner:
         bound = (
             getattr(self.fns[k], "keywords", None) or {}
         )  # knobs from the spec `name(k=v)` win over same-named columns
-        status, values = call_with_timeout(
-            self.fns[k], self.timeout_s, prompts, completions, **{c: v for c, v in cols.items() if c not in bound}
-        )
+        status, values = self._invoke(k, prompts, completions, {c: v for c, v in cols.items() if c not in bound})
         if status == "timeout":
             self._fail(name, f"timed out after {self.timeout_s:g}s (reward_timeout_s); the call is abandoned")
             return [math.nan] * n, [True] * n
@@ -263,6 +331,23 @@ class RewardRunner:
             self._fail(name, f"returned {sum(failed)} non-finite or non-numeric values")
         return out, failed
 
+    def _invoke(
+        self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]
+    ) -> tuple[str, Any]:
+        """One call of reward k on copies of the data (a reward that mutates its arguments changes neither what
+        the next reward sees nor the trainer's batch or dataset), in a thread; in a killable worker process once
+        a stateless reward has timed out."""
+        fn = self.fns[k]
+        try:
+            cols = copy.deepcopy(cols)
+        except Exception:  # noqa: BLE001 - an uncopyable field value: at least the lists are the reward's own
+            cols = {c: list(v) for c, v in cols.items()}
+        call = call_in_process if k in self._hung else call_with_timeout
+        status, values = call(fn, self.timeout_s, list(prompts), list(completions), **cols)
+        if status == "timeout" and not hasattr(fn, "state_dict"):
+            self._hung.add(k)
+        return status, values
+
     def _one_by_one(
         self, k: int, prompts: list[str], completions: list[str], cols: dict[str, list[Any]]
     ) -> tuple[list[float], list[bool]]:
@@ -270,9 +355,7 @@ class RewardRunner:
         are skipped (stateless rewards only; a per-sample timeout ends the search, the rest count as failed)."""
         out, failed = [], []
         for i in range(len(completions)):
-            status, value = call_with_timeout(
-                self.fns[k], self.timeout_s, [prompts[i]], [completions[i]], **{c: [v[i]] for c, v in cols.items()}
-            )
+            status, value = self._invoke(k, [prompts[i]], [completions[i]], {c: [v[i]] for c, v in cols.items()})
             if status == "timeout":
                 rest = len(completions) - i
                 return out + [math.nan] * rest, failed + [True] * rest
