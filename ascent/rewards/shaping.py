@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 
 from ascent import papers
-from ascent.rewards.builtin import _NUMBER, REWARDS
+from ascent.rewards.builtin import _NUMBER, _STATED, REWARDS
 
 Values = list[Optional[float]]
 Matcher = Union[str, Callable[..., list]]
@@ -579,3 +579,31 @@ def overlong(
         else:
             out.append(-1.0)
     return out
+
+
+@REWARDS.register(
+    "answer_once",
+    paper=None,
+    fidelity="ascent",
+    departures=(
+        "ascent's own: smollm2-arith's GRPO seed 0 learned to repeat 'The answer is N.' until the length cap "
+        "(docs/results.md); DAPO's overlong penalty (Yu et al. 2025, arXiv:2503.14476) charges the length, "
+        "this charges the repetition itself, wherever the completion ends",
+    ),
+)
+def answer_once(prompts: list[str], completions: list[str], penalty: float = 1.0, **_: Any) -> Values:
+    """A penalty on a final answer stated more than once: 0 when the completion states "The answer is N" (the
+    sentence `answer_is` grades) at most once, -penalty when it states it twice or more (whatever the numbers).
+
+    With `answer_is` (weight 1) and penalty 1, a correct answer repeated scores 0, no better than a wrong one,
+    and a wrong answer repeated -1; it does not depend on the completion's length, so it also charges a
+    repetition that ends before the cap (`overlong` charges the length).
+
+    >>> answer_once([], ["5 + 3 = 8. The answer is 8.", "The answer is 8. The answer is 8.", "It is 8.", ""])
+    [0.0, -1.0, 0.0, 0.0]
+    >>> answer_once([], ["The answer is 8. the final answer is 9."], penalty=0.5)
+    [-0.5]
+    """
+    if penalty < 0:
+        raise ValueError(f"answer_once needs penalty >= 0, got {penalty}")
+    return [-float(penalty) if len(_STATED.findall(c)) > 1 else 0.0 for c in completions]

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 
 import pytest
 import torch
 
+from ascent.app.pipeline import reward_specs
+from ascent.config import load_config
 from ascent.rewards import REWARDS, RewardRunner
 from ascent.rewards.constraints import CONSTRAINTS, check, constraints_reward
 from ascent.rewards.lp_solver import LPParseError, lp_solver, parse_linear, parse_lp, solve_lp
 from ascent.rewards.shaping import (
+    answer_once,
     base_and_bonus,
     brier,
     ccc,
@@ -26,6 +30,7 @@ from ascent.rewards.shaping import (
     overlong,
     parse_confidence,
 )
+from ascent.tasks import load_task
 
 NEW = [
     "confidence",
@@ -36,6 +41,7 @@ NEW = [
     "base_and_bonus",
     "format",
     "overlong",
+    "answer_once",
     "constraints",
     "lp_solver",
 ]
@@ -53,6 +59,7 @@ def test_all_registered():
         "base_and_bonus": base_and_bonus,
         "format": format_reward,
         "overlong": overlong,
+        "answer_once": answer_once,
         "constraints": constraints_reward,
         "lp_solver": lp_solver,
     }
@@ -308,6 +315,39 @@ def test_overlong_regions_and_continuity():
         overlong(_p(1), [""], completion_tokens=[1], max_len=4, cache_len=8)
 
 
+def test_answer_once_values():
+    completions = [
+        "3 + 5 = 8. The answer is 8.",
+        "The answer is 8. The answer is 8. The answer is 8",  # the smollm2-arith seed-0 loop, cut at the cap
+        "The answer is 8. The final answer is: **9**",  # two statements, different numbers
+        "8 apples. So 8.",  # never stated: answer_is's business, not this penalty's
+        "",
+    ]
+    assert answer_once(_p(5), completions) == [0.0, -1.0, -1.0, 0.0, 0.0]
+    assert answer_once(_p(2), completions[:2], penalty=0.25) == [0.0, -0.25]
+    with pytest.raises(ValueError, match="penalty >= 0"):
+        answer_once(_p(1), [""], penalty=-1)
+
+
+@pytest.mark.parametrize("recipe", ["smollm2-arith", "smollm2-gsm8k"])
+def test_llm_recipes_charge_running_into_the_cap_and_repeating_the_answer(recipe):
+    """The recipes' summed reward: a clean correct completion 1; the same answer repeated, or cut at the cap, 0 or
+    less; held-out correctness is the first reward alone (answer_is), so the penalties never change accuracy."""
+    cfg = load_config(recipe)
+    cap = cfg.rollout.max_new_tokens
+    assert cfg.reward[1].startswith(f"overlong(max_len={cap}, cache_len=")  # the ramp ends at the rollout cap
+    specs = reward_specs(cfg, load_task(replace(cfg.data, num_eval=5, num_train=20), 0))
+    assert specs == ["answer_is", cfg.reward[1], "answer_once"]
+    runner = RewardRunner(specs, None, 30.0)
+    clean, looped = "5 + 3 = 8. The answer is 8.", "5 + 3 = 8." + " The answer is 8." * 12
+    fields = [{"answer": "8", "completion_tokens": n} for n in (12, cap, cap - 8, cap)]
+    got = runner.score(["q"] * 4, [clean, looped, clean, clean], fields)
+    assert got.components[:, 0].tolist() == [1.0, 1.0, 1.0, 1.0]  # strict correctness, what evaluation reads
+    totals = got.rewards.tolist()
+    assert totals[0] == 1.0 and totals[1] == -1.0 and totals[3] == 0.0
+    assert 0.0 < totals[2] < 1.0  # inside the ramp: charged, less than at the cap
+
+
 # ------------------------------------------------------------------------------- constraints (Ren et al. 2025)
 
 
@@ -432,6 +472,7 @@ RUNNER_CASES = [
         [{"completion_tokens": n} for n in (5, 8, 12)],
         [0.0, -0.5, -1.0],
     ),
+    ("answer_once(penalty=0.5)", ["The answer is 2.", "The answer is 2. The answer is 2."], [{}, {}], [0.0, -0.5]),
     (
         "constraints(aggregate='mean')",
         ["one two"],
