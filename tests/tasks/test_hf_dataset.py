@@ -151,3 +151,18 @@ def test_extract_answer_rules():
     assert extract_answer("Paris", None) == "Paris"  # not a number: kept as text
     with pytest.raises(ValueError, match="needs a group"):
         load_config("default", ["data.task=hf(path=x.jsonl, answer_pattern=abc)"])
+
+
+def test_the_shipped_gsm8k_file_through_hf_gives_the_gsm8k_tasks_rows(tmp_path):
+    """The gzipped test file read by `datasets` with the gsm8k answer rule: the same 1,319 prompts and answers
+    as the `gsm8k` task's own reader (two independent paths to the same normalised answers)."""
+    from ascent.tasks.gsm8k import DATA_DIR, gsm8k_rows
+
+    spec = (
+        f'hf(path="{DATA_DIR / "test.jsonl.gz"}", prompt=question, answer=answer, answer_pattern=gsm8k, '
+        f'cache_dir="{tmp_path}")'
+    )
+    task = load_task(DataConfig(task=spec, num_eval=0, num_train=0), seed=0)
+    ours = gsm8k_rows("test", prompt_format="plain")
+    assert len(task.train) == 1319  # shuffled with the split seed: compare as sorted pairs
+    assert sorted((r["prompt"], r["answer"]) for r in task.train) == sorted((r["prompt"], r["answer"]) for r in ours)
