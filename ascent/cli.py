@@ -232,7 +232,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ascent.app import model_eval
     from ascent.app.classic import evaluate_checkpoint, is_classic_run
     from ascent.app.pipeline import prepare
-    from ascent.app.runs import find_config, read_run_config
+    from ascent.app.runs import RunDirError, find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
 
     target, overrides = args.target, list(args.overrides)
@@ -245,6 +245,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if run_dir is None:  # a model folder, or (no target) the recipe's own model
         cfg = model_eval.model_config(model_dir, args.recipe, args.task, overrides)
         result = model_eval.evaluate_model(cfg, args.by)
+    elif args.recipe is not None:
+        raise RunDirError(
+            f"{run_dir} is a run: it is evaluated with its own config.yaml; --recipe is for a model folder"
+        )
     elif is_classic_run(run_dir):  # a Gymnasium run: deterministic episodes of the checkpoint's policy
         print(json.dumps(evaluate_checkpoint(run_dir, model_dir, overrides), indent=2))
         return 0

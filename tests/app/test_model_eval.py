@@ -81,6 +81,8 @@ def test_the_same_folder_on_another_task_and_as_a_run(exported, capsys, one_thre
     assert main(["eval", str(run_dir), "--task", "addition(digits=2)", "data.num_eval=30", "eval.pass_k=0"]) == 0
     other = json.loads(capsys.readouterr().out)
     assert other["rows"] == 30 and other["checkpoint"].endswith("step_000002")
+    assert main(["eval", str(run_dir), "--recipe", "default"]) == 2
+    assert "is evaluated with its own config.yaml; --recipe is for a model folder" in capsys.readouterr().err
 
 
 def test_what_is_no_model_is_a_clear_error(tmp_path, capsys):
