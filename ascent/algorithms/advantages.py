@@ -313,7 +313,7 @@ class TacoParams:
     departures=(
         (
             "the entropy H_t at the token's own position is replaced by the mean surprisal of the <= window preceding "
-            "positions, from the rollout's recorded log-probs (no full-vocabulary entropy at rollout time)"
+            "completion tokens, from the rollout's recorded log-probs (no full-vocabulary entropy at rollout time)"
         ),
     ),
 )
@@ -323,9 +323,10 @@ def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.T
 
     Tail-risk score of completion token t (the paper's r = -log p - H + log alpha, from the authors' code):
     r_t = s_t - H_t + log(alpha), with s_t = -log p(sampled token) and H_t the LOCAL entropy. The
-    trainer does not keep full distributions, so H_t is estimated by the mean surprisal of the up to
-    `window` preceding completion tokens (surprisal is an unbiased estimate of the entropy); a token
-    with no preceding completion token has H_t = s_t (no context, no evidence of risk). A rare token in a
+    trainer does not keep full distributions, so H_t is replaced by a context proxy, the mean surprisal of the
+    up to `window` preceding completion tokens (observation tokens of multi-turn rows do not count; surprisal
+    is unbiased for the entropy at its own position, so this is a different quantity, not an estimate of the
+    paper's H_t); a token with no preceding completion token has H_t = s_t (no context, no evidence of risk). A rare token in a
     confident (low-entropy) context is risky; the same token in an uncertain context is exploration.
     Weight w_t = 1 if r_t <= 0, else 1 - (1 - floor)(1 - exp(-r_t)), so w_t in (floor, 1]: never
     zero, so rare patterns that keep recurring in successes still accumulate credit. Only tokens whose
@@ -342,12 +343,14 @@ def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.T
     s = torch.where(
         m > 0, (-logprobs).clamp(max=1e4), torch.zeros_like(logprobs)
     )  # (N, T) surprisal on completion tokens
-    prefix_s = torch.cumsum(s, dim=-1) - s  # (N, T) sum over positions < t
-    prefix_m = torch.cumsum(m, dim=-1) - m
+    # the window counts completion tokens, not positions: observation tokens of multi-turn rows are skipped
+    k = (torch.cumsum(m, dim=-1) - m).long()  # (N, T) completion tokens before position t
+    packed = torch.zeros_like(s).scatter_add_(1, k.clamp(max=s.shape[-1] - 1), s)  # (N, T) s of the k-th token
+    before = torch.cumsum(packed, dim=-1) - packed  # (N, T) sum over the first k completion tokens
     w = params.window
-    lag_s = torch.nn.functional.pad(prefix_s, (w, 0))[:, : s.shape[-1]]  # prefix at t - w (0 before the start)
-    lag_m = torch.nn.functional.pad(prefix_m, (w, 0))[:, : s.shape[-1]]
-    count = prefix_m - lag_m  # completion tokens among the w preceding positions
+    prefix_s = before.gather(1, k)  # (N, T) sum over all preceding completion tokens
+    lag_s = before.gather(1, (k - w).clamp(min=0))  # sum over those more than w tokens back
+    count = k.clamp(max=w).to(s.dtype)  # completion tokens in the window
     local_h = torch.where(count > 0, (prefix_s - lag_s) / count.clamp(min=1.0), s)
     risk = s - local_h + math.log(params.alpha)
     weight = torch.where(

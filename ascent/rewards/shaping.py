@@ -225,8 +225,9 @@ def confidence(
     source: str = "auto",
     **fields: Any,
 ) -> Values:
-    """Correctness plus a confidence bonus if correct, minus a confidence penalty if wrong (ConfClip,
-    Zhang et al., 2025, arXiv:2509.17730).
+    """Correctness plus a confidence bonus if correct, minus a confidence penalty if wrong (after ConfClip,
+    Zhang et al., 2025, arXiv:2509.17730: the linear form is inferred from its abstract and unclipped;
+    ConfClip's clipping is not implemented).
 
     r = y + weight * c if correct (y = 1), r = -weight * c if wrong (y = 0); in general r = y + weight * (2y - 1) * c,
     with y the matcher's correctness in [0, 1] (judged with the confidence statement removed) and c the stated

@@ -128,7 +128,8 @@ def taco_ref(rewards, valid, groups, mask, logprobs, p=TacoParams()):
             if mask[i][t] == 0:
                 continue
             s = -float(logprobs[i][t])
-            prev = [-float(logprobs[i][u]) for u in range(max(0, t - p.window), t) if mask[i][u] > 0]
+            earlier = [u for u in range(t) if mask[i][u] > 0]  # the window counts completion tokens
+            prev = [-float(logprobs[i][u]) for u in earlier[-p.window :]]
             h = sum(prev) / len(prev) if prev else s
             risk = s - h + math.log(p.alpha)
             w = 1.0 - (1.0 - p.floor) * (1.0 - math.exp(-risk)) if risk > 0 else 1.0
@@ -390,6 +391,25 @@ def test_taco_hand_values():
     w = 1 - 0.9 * (1 - math.exp(-(5.9 + math.log(0.01))))
     assert abs(w - 0.346553) < 1e-5
     assert torch.allclose(adv, torch.tensor([[a, a, a * w], [-a, -a, -a]]), atol=1e-5)
+
+
+def test_taco_window_counts_completion_tokens_not_positions():
+    # multi-turn row: 2 completion tokens, 3 observation tokens (mask 0), then a surprising token (s = 6);
+    # with window=3 its context is still the 2 earlier completion tokens (s = 0.1 each), not "no context"
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0, 0.0, 1.0]])
+    logprobs = torch.tensor([[-0.1, -0.1, 0.0, 0.0, 0.0, -6.0], [-0.1, -0.1, 0.0, 0.0, 0.0, -0.1]])
+    inp = AdvantageInput(
+        torch.tensor([1.0, 0.0]),
+        torch.ones(2, dtype=torch.bool),
+        torch.zeros(2, dtype=torch.long),
+        mask,
+        {"logprobs": logprobs},
+    )
+    adv = ADVANTAGES.get("taco")(inp, CFG, TacoParams(window=3))
+    risk = 6.0 - 0.1 + math.log(0.01)
+    weight = 1.0 - 0.9 * (1.0 - math.exp(-risk))
+    assert float(adv[0, 5]) == pytest.approx(float(adv[0, 0]) * weight, rel=1e-5)
+    assert float(adv[0, 5]) < float(adv[0, 0])  # down-weighted, where the position window gave it weight 1
 
 
 def test_taco_lowers_only_positive_credit_of_risky_tokens_and_never_to_zero():
