@@ -326,8 +326,9 @@ def taco(inp: AdvantageInput, cfg, params: TacoParams = TacoParams()) -> torch.T
     trainer does not keep full distributions, so H_t is replaced by a context proxy, the mean surprisal of the
     up to `window` preceding completion tokens (observation tokens of multi-turn rows do not count; surprisal
     is unbiased for the entropy at its own position, so this is a different quantity, not an estimate of the
-    paper's H_t); a token with no preceding completion token has H_t = s_t (no context, no evidence of risk). A rare token in a
-    confident (low-entropy) context is risky; the same token in an uncertain context is exploration.
+    paper's H_t); a token with no preceding completion token has H_t = s_t (no context, no evidence of risk).
+    A rare token in a confident (low-entropy) context is risky; the same token in an uncertain context is
+    exploration.
     Weight w_t = 1 if r_t <= 0, else 1 - (1 - floor)(1 - exp(-r_t)), so w_t in (floor, 1]: never
     zero, so rare patterns that keep recurring in successes still accumulate credit. Only tokens whose
     advantage is positive are reweighted; negative advantages are untouched. Needs extras['logprobs'].
