@@ -202,10 +202,48 @@ def env_state(env: Any) -> dict[str, Any]:
     return {"mujoco": sim, "rng": base.np_random.bit_generator.state, "counters": counters, "wrappers": custom}
 
 
+_ENV_FUNCTIONS = {
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy.random._pickle", "__generator_ctor"),
+    ("numpy.random._pickle", "__bit_generator_ctor"),
+    ("numpy.random._pickle", "__randomstate_ctor"),
+    ("numpy.random.bit_generator", "__pyx_unpickle_SeedSequence"),
+    ("copyreg", "_reconstructor"),
+}
+"""The only functions an environment snapshot may call while it is read back: numpy's own reconstructors."""
+_ENV_BUILTINS = {"object", "set", "frozenset", "slice", "complex", "range", "bytearray", "OrderedDict", "deque"}
+
+
+class _EnvUnpickler(pickle.Unpickler):
+    """Reads back an environment pickled by `env_state`: classes of gymnasium, ascent and numpy (not
+    numpy.memmap, which opens files), a few builtin containers and numpy's reconstructors; anything else — a
+    function such as os.system, a class of another package — is refused, so a crafted checkpoint runs no
+    code through it. (An allow-list, not a proof: the constructors of the allowed classes still run.)"""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _ENV_FUNCTIONS or (module in ("builtins", "collections") and name in _ENV_BUILTINS):
+            return super().find_class(module, name)
+        if module.split(".")[0] in ("gymnasium", "ascent", "numpy"):
+            found = super().find_class(module, name)
+            if isinstance(found, type) and not issubclass(found, np.memmap):
+                return found
+        raise pickle.UnpicklingError(f"an environment snapshot may not use {module}.{name}")
+
+
+def load_env_pickle(data: bytes) -> Any:
+    """`pickle.loads` of an environment snapshot through `_EnvUnpickler`'s allow-list."""
+    import io
+
+    return _EnvUnpickler(io.BytesIO(data)).load()
+
+
 def set_env_state(env: Any, state: dict[str, Any]) -> Any:
     """`env` put back in the snapshot's state (or the unpickled snapshot itself)."""
     if "pickle" in state:
-        return pickle.loads(state["pickle"])
+        return load_env_pickle(state["pickle"])
     import mujoco
 
     base = env.unwrapped

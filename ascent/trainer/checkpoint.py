@@ -15,6 +15,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import random
 import shutil
 from pathlib import Path
@@ -26,6 +27,14 @@ from safetensors.torch import load_file
 
 log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
+
+
+def state_globals() -> list[Any]:
+    """The non-builtin types a trainer state may hold: numpy arrays and dtypes (numpy's RNG state, replay
+    buffers); everything else in it is tensors, containers, numbers, strings and bytes."""
+    core = getattr(np, "_core", None) or np.core  # numpy 2 / numpy 1
+    dtypes = {type(np.dtype(code)) for code in "?bBhHiIlLqQefdgFDGSUVO"}
+    return [np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar, *dtypes]
 
 
 class CheckpointError(RuntimeError):
@@ -193,7 +202,20 @@ class Checkpointer:
 
     @staticmethod
     def load_state(path: Path) -> dict[str, Any]:
-        return torch.load(path / "trainer_state.pt", weights_only=False)
+        """trainer_state.pt, read by torch's weights-only unpickler: tensors, containers, numbers, strings, bytes
+        and the numpy arrays and dtypes of RNG states (`STATE_GLOBALS`), nothing that runs code. A file holding
+        anything else (a crafted `__reduce__`) is refused with CheckpointError; nothing of it runs. The sha256
+        manifest detects damage, not tampering: this is what keeps a run folder from someone else harmless."""
+        file = path / "trainer_state.pt"
+        try:
+            with torch.serialization.safe_globals(state_globals()):
+                return torch.load(file, weights_only=True)
+        except pickle.UnpicklingError as err:
+            why = next((ln.strip() for ln in str(err).splitlines() if "GLOBAL" in ln), str(err).splitlines()[0])
+            raise CheckpointError(
+                f"{file} holds objects ascent does not save ({why}); refused: nothing in it was run. "
+                "Resume or evaluate only run folders you or ascent wrote"
+            ) from None
 
 
 def resolve_model_folder(target: Path) -> tuple[Path, Path]:
