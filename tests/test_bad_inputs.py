@@ -366,7 +366,43 @@ CASES: list[tuple[str, str, Callable[[Path], str], str]] = [
         damaged_checkpoint,
         r"no whole checkpoint under .*checkpoints \(the newest, step_000001, is damaged\)",
     ),
+    (
+        "config",
+        "one sample per prompt with a group baseline (trains nothing)",
+        lambda t: cli(["train", "default", "rollout.samples_per_prompt=1"]),
+        r"samples_per_prompt=1 with algorithm.advantage=grpo: .* nothing is trained; set rollout.samples_per_prompt",
+    ),
+    (
+        "run directory",
+        "output folder that is a file",
+        lambda t: cli(["train", "default", *TINY, f"output_dir={write(t, 'afile', 'x')}/runs"]),
+        r"cannot write the run folder .*afile/runs/default: .*afile is a file, not a folder",
+    ),
+    (
+        "run directory",
+        "a run folder in use by another run",
+        lambda t: _in_use(t),
+        r"x is in use by another running `ascent train`; wait for it to end, or choose another name=",
+    ),
+    (
+        "run directory",
+        "resume with a damaged config.yaml",
+        lambda t: cli(["train", "--resume", str(write(t, "config.yaml", "seed: 1\ntrain: {steps: [1\n").parent)]),
+        r"config.yaml is not valid YAML \(line 3, column 1\): expected ',' or ']', but got '<stream end>'",
+    ),
 ]
+
+
+def _in_use(tmp: Path) -> str:
+    """A second `ascent train` on the folder of a live run (the live run's lock held here)."""
+    from ascent.app.runs import lock_run_dir, release_run_dir
+
+    (tmp / "x").mkdir()
+    lock_run_dir(tmp / "x")
+    try:
+        return cli(["train", "default", *TINY, f"output_dir={tmp}", "name=x", "--overwrite"])
+    finally:
+        release_run_dir(tmp / "x")
 
 
 def _twice(tmp: Path) -> str:

@@ -54,7 +54,11 @@ PANELS = (
 def is_classic_run(run_dir: Path) -> bool:
     """Whether a run directory's config.yaml describes a classic run (read without building the config)."""
     path = Path(run_dir) / "config.yaml"
-    return path.exists() and (yaml.safe_load(path.read_text()) or {}).get("classic") is not None
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.exists() else None
+    except (yaml.YAMLError, UnicodeDecodeError):  # a damaged config.yaml: `read_run_config` says what is wrong
+        return False
+    return isinstance(raw, dict) and raw.get("classic") is not None
 
 
 def train_run(
