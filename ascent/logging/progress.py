@@ -23,15 +23,18 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def metrics_line(label: str, step: int, total: int, fields: dict[str, float], elapsed: float, done: int) -> str:
+def metrics_line(
+    label: str, step: int, total: int, fields: dict[str, float], elapsed: float, done: int, first: str = "reward/loss"
+) -> str:
     """One plain progress line: the step, the latest metrics, the time so far and the time left at the pace of
-    the `done` steps taken in this process.
+    the `done` steps taken in this process; `first`: the name of the first field (`reward` in RL, `loss` in a
+    supervised phase).
 
-    >>> metrics_line("rl", 20, 100, {"reward": 0.5, "acc": float("nan"), "tps": 812.0}, 40.0, 20)
-    'rl step 20/100  reward/loss 0.500  tok/s 812  elapsed 0:00:40  left ~0:02:40'
+    >>> metrics_line("rl", 20, 100, {"reward": 0.5, "acc": float("nan"), "tps": 812.0}, 40.0, 20, "reward")
+    'rl step 20/100  reward 0.500  tok/s 812  elapsed 0:00:40  left ~0:02:40'
     """
     parts = [f"{label} step {step}/{total}"]
-    for key, name, fmt in (("reward", "reward/loss", ".3f"), ("acc", "acc", ".3f"), ("tps", "tok/s", ".0f")):
+    for key, name, fmt in (("reward", first, ".3f"), ("acc", "acc", ".3f"), ("tps", "tok/s", ".0f")):
         if fields.get(key) == fields.get(key):  # not NaN: a metric this phase has reported
             parts.append(f"{name} {fields[key]:{fmt}}")
     parts.append(f"elapsed {clock(elapsed)}")
@@ -57,6 +60,7 @@ class Bar:
         self.fields = {"reward": float("nan"), "acc": float("nan"), "tps": float("nan")}
         self.label, self.total, self.start, self.log_every = label, total, start, log_every
         self.t0 = time.perf_counter()
+        self.first = "reward/loss"
 
     def update(self, step: int, metrics: dict[str, float]) -> None:
         for key, name in (
@@ -67,11 +71,13 @@ class Bar:
         ):
             if metrics.get(name) is not None:
                 self.fields[key] = metrics[name]
+                if key == "reward":
+                    self.first = "loss" if name == "loss/nll" else "reward"
         if self.progress is not None:
             self.progress.update(self.task, completed=step, **self.fields)
         elif self.log_every and (step % self.log_every == 0 or step == self.total):
             elapsed = time.perf_counter() - self.t0
-            line = metrics_line(self.label, step, self.total, self.fields, elapsed, step - self.start)
+            line = metrics_line(self.label, step, self.total, self.fields, elapsed, step - self.start, self.first)
             console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
