@@ -209,10 +209,12 @@ def evaluate(run: Run, policy: Policy, pass_k: bool = True) -> dict[str, float]:
             check_stop("an evaluation (it starts again on --resume)")
 
         run.evaluator.on_batch = on_batch
+        run.evaluator.rewards.share_frozen(run.rewards)  # e.g. rm_ensemble's standardisation: one function
         try:
             return run.evaluator(policy, k, run.cfg.rollout.temperature or 1.0, run.cfg.seed)
         finally:
             run.evaluator.on_batch = None
+            run.evaluator.rewards.share_frozen(run.rewards)
 
 
 def warmstart_data(run: Run, policy: Policy) -> tuple[list[dict[str, Any]], Demonstrations]:

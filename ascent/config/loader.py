@@ -405,6 +405,12 @@ def validate(cfg: RunConfig) -> None:
         if not 0 <= o.decay_frac <= 1:
             raise ConfigError(f"{key}.decay_frac must be in [0, 1], got {o.decay_frac}")
     _check_agent(cfg)
+    specs = [cfg.reward] if isinstance(cfg.reward, str) else list(cfg.reward)
+    if any(isinstance(s, str) and s.split("(")[0].strip() == "rm_online" for s in specs) and not cfg.eval.reward:
+        raise ConfigError(
+            "reward rm_online learns from the completions it scores, so evaluation with it would train its copy on "
+            "held-out completions: set eval.reward to a verifier (e.g. eval.reward=exact_answer)"
+        )
     if (cfg.data.train is None) != (cfg.data.eval is None) and cfg.data.task == "jsonl":
         raise ConfigError("data.task=jsonl needs both data.train and data.eval")
 

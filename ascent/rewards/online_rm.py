@@ -1,11 +1,12 @@
 """A reward model that keeps learning during RL: `reward=rm_online(path=RM_FOLDER, label_noise=0.2)`.
 
 The closed loop of RLAnything ("RLAnything: Forge Environment, Policy, and Reward Model in Completely Dynamic RL
-System", 2025; github.com/Gen-Verse/Open-AgentRL), where the reward model is optimised jointly with the policy,
-in its simplest form: the iterated / online RLHF loop (Ouyang et al. 2022, arXiv:2203.02155, §3.5 "iterated";
-Bai et al. 2022, arXiv:2204.05862, §4.5 "online"), with the preference labels coming on the fly from a noisy
-labeller. RLAnything's consistency feedback and environment adaptation are not implemented: the RM's labels come
-from the labeller alone. Each call (one rollout batch, groups of completions of the same prompt):
+System", Wang et al. 2026, arXiv:2602.02488; github.com/Gen-Verse/Open-AgentRL), where the reward model is
+optimised jointly with the policy, in its simplest form: the iterated / online RLHF loop (Ouyang et al. 2022,
+arXiv:2203.02155, §3.5 "iterated"; Bai et al. 2022, arXiv:2204.05862, §4.5 "online"), with the preference
+labels coming on the fly from a noisy labeller. RLAnything's consistency feedback and environment adaptation
+are not implemented: the RM's labels come from the labeller alone. Each call (one rollout batch, groups of
+completions of the same prompt):
 
 1. score: r_i = RM_θ(x_i, y_i) for every completion, with the weights θ as they are (the reward returned);
 2. label: groups are taken in a seeded random order; the labeller reward (a verifier, e.g. `exact_answer`) judges
@@ -133,7 +134,8 @@ def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
 )
 class OnlineRewardModel:
     """A Bradley–Terry reward model updated on every batch it scores (RLAnything's jointly optimised reward model,
-    2025; the online RLHF loop of Bai et al. 2022, arXiv:2204.05862): r = RM_θ(x, y) with θ before the update, then
+    Wang et al. 2026, arXiv:2602.02488; the online RLHF loop of Bai et al. 2022, arXiv:2204.05862):
+    r = RM_θ(x, y) with θ before the update, then
     θ ← AdamW(θ, ∇ −log σ(RM_θ(x, y_c) − RM_θ(x, y_r))) on one right-vs-wrong pair per group, labelled by the
     `labeller` reward with exactly `label_noise` of the preferences flipped. See the module docstring."""
 

@@ -17,7 +17,9 @@ Coste et al. normalise each member before combining so that no member dominates 
 by its scale alone; the choice made here is to take each member's mean and standard deviation over the first
 batch it scores and freeze them (a checkpoint keeps them, so a resumed run scores exactly as before), which
 makes R a fixed function of (x, y) for the whole run — needed to read the proxy against the true reward on an
-over-optimisation curve. `normalize=false` combines the raw scores instead.
+over-optimisation curve. The evaluator's copy shares these statistics with the training copy (whichever scores
+first fixes them; `RewardRunner.share_frozen`), so held-out proxy rewards use the same function, also after a
+resume. `normalize=false` combines the raw scores instead.
 """
 
 from __future__ import annotations
@@ -135,6 +137,12 @@ class RMEnsemble:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         stats = state.get("stats")
         self.stats = [(float(m), float(s)) for m, s in stats] if stats is not None else None
+
+    def adopt(self, other: Any) -> None:
+        """Take `other`'s frozen standardisation when this copy has none yet (`RewardRunner.share_frozen`): the
+        evaluator's copy then scores with the training copy's μ_k, σ_k, also after a resume."""
+        if self.stats is None and getattr(other, "stats", None) is not None:
+            self.stats = list(other.stats)
 
     def __call__(self, prompts: list[str], completions: list[str], **_: Any) -> list[float]:
         if not prompts:

@@ -289,6 +289,18 @@ class RewardRunner:
                 out[key if key not in out else f"{key}_{k}"] = value
         return out
 
+    def share_frozen(self, other: "RewardRunner") -> None:
+        """Rewards whose state is part of their definition (they have `adopt`, e.g. `rm_ensemble`'s frozen
+        standardisation) take it from the same reward in `other` when they have none yet, both ways: the
+        evaluator's runner and the training runner then score with one function (the training runner's state
+        is checkpointed, so a resumed run's evaluation gets it back)."""
+        theirs = dict(zip(other.names, other.fns))
+        for name, fa in zip(self.names, self.fns):
+            fb = theirs.get(name)
+            if fb is not None and hasattr(fa, "adopt") and hasattr(fb, "adopt"):
+                fa.adopt(fb)
+                fb.adopt(fa)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; rewards missing from it keep their fresh state."""
         for k, (name, fn) in enumerate(zip(self.names, self.fns)):

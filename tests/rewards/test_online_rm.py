@@ -216,3 +216,11 @@ def test_a_run_with_rm_online_resumes_bitwise(tiny_rm, tmp_path):
     (rm_a,), (rm_b,) = (list(s["rewards"].values()) for s in states)
     assert all(torch.equal(rm_a["model"][k], rm_b["model"][k]) for k in rm_a["model"])
     assert rm_a["counts"] == rm_b["counts"] and rm_a["buffer"] == rm_b["buffer"]
+
+
+def test_rm_online_needs_an_evaluation_verifier(tiny_rm):
+    # the evaluator's copy of rm_online would train on held-out completions with their gold labels
+    with pytest.raises(ConfigError, match="eval.reward"):
+        load_config("default", [f"reward=['rm_online(path={tiny_rm})',exact_answer]"])
+    cfg = load_config("default", [f"reward=['rm_online(path={tiny_rm})',exact_answer]", "eval.reward=exact_answer"])
+    assert cfg.eval.reward == "exact_answer"

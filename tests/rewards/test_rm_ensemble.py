@@ -122,3 +122,28 @@ def test_bad_specs_are_clear_errors(members, tmp_path):
         resolve_reward(f"rm_ensemble(paths=[{members['a']},{members['b']}],aggregate=max)")
     with pytest.raises(ConfigError, match="does not exist"):
         resolve_reward(f"rm_ensemble(paths=[{members['a']},{tmp_path / 'nope'}])")
+
+
+def test_the_evaluators_copy_scores_with_the_training_copys_standardisation(members, tmp_path):
+    # the evaluator builds its own reward runner; before the fix its rm_ensemble froze its own statistics on its
+    # first held-out batch, so after a resume (fresh evaluator, trained policy) the proxy was another function
+    from ascent.app.pipeline import evaluate, prepare
+    from ascent.config import load_config
+    from tests.conftest import TINY
+
+    spec = f"rm_ensemble(paths=[{members['a']},{members['b']}])"
+    cfg = load_config("default", [*TINY, f"reward=['{spec}']", "data.num_eval=4", f"output_dir={tmp_path}"])
+    run, policy = prepare(cfg, tmp_path / "run", {})
+    train_copy, eval_copy = run.rewards.fns[0], run.evaluator.rewards.fns[0]
+    run.rewards.score(PROMPTS, COMPLETIONS, [{} for _ in PROMPTS])  # the first training batch fixes the stats
+    evaluate(run, policy, pass_k=False)
+    assert eval_copy.stats == train_copy.stats
+    # a resumed run: fresh runners, the training copy's checkpointed state restored
+    resumed, policy = prepare(cfg, tmp_path / "run", {})
+    resumed.rewards.load_state_dict(run.rewards.state_dict())
+    evaluate(resumed, policy, pass_k=False)
+    assert resumed.evaluator.rewards.fns[0].stats == train_copy.stats
+    # and the other way round: the pre-RL evaluation fixes them first, training adopts them
+    fresh, policy = prepare(cfg, tmp_path / "run", {})
+    evaluate(fresh, policy, pass_k=False)
+    assert fresh.rewards.fns[0].stats == fresh.evaluator.rewards.fns[0].stats is not None
