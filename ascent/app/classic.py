@@ -31,6 +31,7 @@ from ascent.app.runs import RunDirError, opened_run, read_run_config, trackers
 from ascent.classic.loop import ClassicTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
+from ascent.logging import jsonsafe
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_panels
 from ascent.logging.progress import progress_bar
@@ -127,7 +128,7 @@ def train_classic(
             state["train_seconds"] = train_before + time.perf_counter() - t1
             state["train_cpu_seconds"] = cpu_before + time.process_time() - c1
         state["wall_seconds"] = wall_before + time.perf_counter() - t0
-        write_text_atomic(state_path, json.dumps(state, indent=2))
+        write_text_atomic(state_path, jsonsafe.dumps(state, indent=2))
 
     def on_checkpoint(step: int) -> None:
         ckpt.save(step, trainer.weights, {"trainer": trainer.state_dict(), "rng": rng_state()})
@@ -173,7 +174,7 @@ def finish(
         "wall_seconds": round(state["wall_seconds"], 3),
         "threads": torch.get_num_threads(),
     }
-    write_text_atomic(run_dir / "summary.json", json.dumps(summary, indent=2))
+    write_text_atomic(run_dir / "summary.json", jsonsafe.dumps(summary, indent=2))
     plot_panels(logger.path, run_dir / "curves.png", PANELS, "rl", "environment steps")
     logger.finish(run_dir, summary, [])
     logger.close()

@@ -40,6 +40,7 @@ from ascent.app.report import write_comparison_report
 from ascent.app.runs import make_private_dir, remove_marked_dir
 from ascent.app.stats import LEVEL, RESAMPLES, SEED, bootstrap_difference, bootstrap_interval
 from ascent.config.loader import ConfigError, check_run_name, load_config, parse_overrides
+from ascent.logging import jsonsafe
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
 from ascent.typed import split_top_level
@@ -260,7 +261,7 @@ class Comparison:
             "variants": aggregates,
             "runs": runs,
         }
-        write_text_atomic(self.root / "results.json", json.dumps(results, indent=2))
+        write_text_atomic(self.root / "results.json", jsonsafe.dumps(results, indent=2))
         write_text_atomic(self.root / "table.md", results_table(aggregates, baseline))
         plot_comparison(self.run_dirs(), self.root / "curves.png")
         plot_pass_at_k(aggregates, self.root / "pass_at_k.png")

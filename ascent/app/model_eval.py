@@ -27,6 +27,7 @@ from ascent.app.runs import RunDirError
 from ascent.config.loader import load_config
 from ascent.config.schema import RunConfig
 from ascent.data.prompts import PromptEncoder
+from ascent.logging import jsonsafe
 from ascent.policy.model import Policy
 from ascent.rollout.types import SamplingSettings
 from ascent.runtime.memory import tune_malloc
@@ -156,4 +157,4 @@ def write_result(result: dict[str, Any], out: Optional[Path]) -> None:
     """Write the result as JSON to `out` (atomically) when given."""
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(Path(out), json.dumps(result, indent=2) + "\n")
+        write_text_atomic(Path(out), jsonsafe.dumps(result, indent=2) + "\n")

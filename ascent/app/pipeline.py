@@ -29,6 +29,7 @@ from ascent.app.runs import RunDirError, opened_run, trackers
 from ascent.config.loader import derived, to_dict
 from ascent.config.schema import OptimConfig, RunConfig
 from ascent.data.prompts import PromptEncoder
+from ascent.logging import jsonsafe
 from ascent.logging.metrics import MetricsLogger, console
 from ascent.logging.plots import plot_curves
 from ascent.logging.progress import eval_progress, progress_bar
@@ -41,6 +42,7 @@ from ascent.rollout.types import SamplingSettings
 from ascent.runtime import make_trainer
 from ascent.runtime.memory import tune_malloc
 from ascent.tasks import TaskData, demonstrations, load_task
+from ascent.tasks.base import fit_to_context
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
 from ascent.trainer.evaluate import Evaluator
 from ascent.trainer.rl import RLParts
@@ -71,7 +73,7 @@ class Run:
     def save_state(self) -> None:
         """state.json, atomically, with the wall seconds so far: a run killed and resumed loses none of them."""
         self.state["wall_seconds"] = self.wall_before + time.perf_counter() - self.clock
-        write_text_atomic(self.dir / "state.json", json.dumps(self.state, indent=2))
+        write_text_atomic(self.dir / "state.json", jsonsafe.dumps(self.state, indent=2))
 
 
 def seed_everything(seed: int) -> None:
@@ -101,6 +103,10 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = 
     policy = new_policy(cfg, task)
     encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
     r = cfg.rollout
+    positions = getattr(getattr(policy.model, "config", None), "max_position_embeddings", None)
+    task, note = fit_to_context(task, encoder, positions, r.max_new_tokens)
+    if note:
+        console.print(note)
     settings = SamplingSettings(
         r.max_new_tokens, policy.eos_id, policy.pad_id, r.temperature, r.top_p, r.top_k, r.ignore_eos
     )
@@ -108,7 +114,9 @@ def prepare(cfg: RunConfig, run_dir: Path, state: dict[str, Any], track: bool = 
     evaluator = make_evaluator(cfg, task, encoder, settings)
     logger = MetricsLogger(run_dir, cfg.logging.tensorboard, trackers(cfg, run_dir) if track else [])
     lg = cfg.logging
-    samples = SampleLogger(run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names)
+    samples = SampleLogger(
+        run_dir, lg.samples_every, lg.samples_groups, lg.samples_max_mb, rewards.names, lg.samples_hidden
+    )
     wall = state.get("wall_seconds", 0.0)
     return Run(cfg, run_dir, task, encoder, rewards, settings, evaluator, logger, state, samples, wall), policy
 
@@ -547,7 +555,7 @@ def finish(run: Run) -> dict[str, Any]:
         summary["seconds_per_rl_step"] = round(s.get("rl_seconds", 0.0) / cfg.train.steps, 4)
     summary.update(run.rewards.summary_fields())  # e.g. a learned reward's rm_pair_accuracy
     summary["peak_rss_mb"] = round(peak_rss_mb(), 1)
-    write_text_atomic(run.dir / "summary.json", json.dumps(summary, indent=2))
+    write_text_atomic(run.dir / "summary.json", jsonsafe.dumps(summary, indent=2))
     plot_curves(run.logger.path, run.dir / "curves.png")
     write_report(run.dir)
     run.logger.finish(run.dir, summary, read_samples(run.dir))

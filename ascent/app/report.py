@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ascent.logging import jsonsafe
 from ascent.logging.metrics import read_metrics
 from ascent.trainer.checkpoint import write_text_atomic
 from ascent.trainer.samples import read_samples
@@ -88,7 +89,7 @@ def report_data(run_dir: Path) -> dict[str, Any]:
 
 def _script_json(data: Any) -> str:
     """JSON safe inside a <script> element (no `</script>` or `<!--` can end it early)."""
-    return json.dumps(data, default=str).replace("<", "\\u003c")
+    return jsonsafe.dumps(data).replace("<", "\\u003c")
 
 
 def render(data: dict[str, Any]) -> str:

@@ -15,7 +15,6 @@ and `ascent export OUT` read the result like any run.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -34,6 +33,7 @@ from ascent.config.loader import to_dict
 from ascent.config.preference import PrefJob
 from ascent.config.schema import RunConfig
 from ascent.data.prompts import PromptEncoder
+from ascent.logging import jsonsafe
 from ascent.logging.metrics import console
 from ascent.policy.model import Policy, add_lora, count_parameters, token_logprobs
 from ascent.rollout.batch import assemble
@@ -335,7 +335,7 @@ def train_pref(job: PrefJob) -> dict[str, Any]:
         "wall_seconds": round(time.perf_counter() - t0, 2),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
-    write_text_atomic(out / "summary.json", json.dumps(summary, indent=2))
+    write_text_atomic(out / "summary.json", jsonsafe.dumps(summary, indent=2))
     run.state.update(pref_done=True, pref_seconds=seconds)
     run.save_state()
     return summary

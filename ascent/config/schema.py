@@ -325,6 +325,10 @@ class LoggingConfig:
     """Groups (every sample of each) logged per logged step."""
     samples_max_mb: float = 50.0
     """samples.jsonl is rotated to samples.1.jsonl past this size, so the logs stay under twice it."""
+    samples_hidden: bool = False
+    """Also log the rows' hidden fields (`tests`, `solution`: what a code task checks completions with) in
+    samples.jsonl; off: they are left out (listed under `hidden_fields`), so that the file, readable to whoever
+    reads the run folder, does not hand out the answers."""
     wandb: bool = False
     """Also log to Weights & Biases (`pip install 'ascent[tracking]'`; `ascent.logging.sinks`)."""
     wandb_project: str = "ascent"

@@ -76,3 +76,31 @@ def task_piece(cfg: DataConfig) -> Piece:
 def load_task(cfg: DataConfig, seed: int) -> TaskData:
     """The task a config names (`task_piece`), built for `seed`."""
     return task_piece(cfg)(cfg, seed)
+
+
+def fit_to_context(
+    task: TaskData, encode: Callable[[str], list[int]], positions: Optional[int], max_new_tokens: int
+) -> tuple[TaskData, Optional[str]]:
+    """The task without the rows whose prompt leaves no room in the model's `positions` for `max_new_tokens`
+    (the prompt alone when max_new_tokens does not fit either), and a line saying how many were left out (None
+    when none). A position past the model's context is extrapolated silently (RoPE) or fails mid-run, so such
+    prompts are counted and dropped here; a task left with no training or held-out row is a DataError.
+    Agent tasks (episodes, no single prompt) are returned as they are."""
+    if task.agent is not None or not positions:
+        return task, None
+    room = positions - max_new_tokens if positions > max_new_tokens else positions
+    fits = lambda row: "prompt" not in row or len(encode(row["prompt"])) <= room  # noqa: E731
+    train, held = [r for r in task.train if fits(r)], [r for r in task.eval if fits(r)]
+    dropped = (len(task.train) - len(train), len(task.eval) - len(held))
+    if not any(dropped):
+        return task, None
+    note = (
+        f"prompts longer than the model's context left out: {dropped[0]} of {len(task.train)} training and "
+        f"{dropped[1]} of {len(task.eval)} held-out (over {room} tokens: {positions} positions"
+        + (f" - rollout.max_new_tokens {max_new_tokens})" if room < positions else ")")
+    )
+    if not train or not held:
+        raise DataError(f"{note}; no {'training' if not train else 'held-out'} prompt fits: shorten the prompts")
+    from dataclasses import replace
+
+    return replace(task, train=train, eval=held), note

@@ -19,6 +19,11 @@ from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.base import TASKS, DataError, Row, TaskData, answer_teacher
 
 
+def _no_constant(name: str) -> Any:
+    """NaN, Infinity and -Infinity are not JSON (Python's reader accepts them; browsers and most tools do not)."""
+    raise ValueError(f"{name} is not a JSON value; write null or a number")
+
+
 def jsonl_objects(
     path: str | Path, fields: tuple[str, ...], missing: str, kind: str = "data"
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -29,13 +34,19 @@ def jsonl_objects(
     if not path.exists():
         raise DataError(f"{kind} file {str(path)!r} does not exist")
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), start=1):
+    for n, raw in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}:{n}: not UTF-8 text ({err.reason} at byte {err.start} of the line)") from None
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as err:
             raise DataError(f"{path}:{n}: not valid JSON ({err.msg})") from None
+        except ValueError as err:
+            raise DataError(f"{path}:{n}: {err}") from None
         if not isinstance(row, dict) or not all(isinstance(row.get(k), str) for k in fields):
             got = sorted(row) if isinstance(row, dict) else type(row).__name__
             raise DataError(f"{path}:{n}: " + missing.format(got=got))

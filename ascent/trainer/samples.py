@@ -5,7 +5,8 @@ step's batch to `run_dir/samples.jsonl`, one JSON line per sample:
 
     {"phase", "step", "group", "sample", "prompt", "completion", "completion_tokens", "finished",
      "reward" (the weighted sum; null where invalid), "rewards" ({reward name: value or null}), "valid",
-     "advantage" (mean over the completion's tokens), "fields" (the dataset row's other fields),
+     "advantage" (mean over the completion's tokens), "fields" (the dataset row's other fields, without the
+     hidden ones, HIDDEN_FIELDS, unless `logging.samples_hidden`; their names are listed under "hidden_fields"),
      "agent" (agent tasks: {"finish_reason", "reward", "turns": [{"text", "observation", "info"}]})}
 
 Bounded: past `logging.samples_max_mb` the file is renamed to `samples.1.jsonl` (replacing the one before)
@@ -23,9 +24,13 @@ from typing import Any, Optional
 
 import torch
 
+from ascent.logging import jsonsafe
 from ascent.rewards.runner import RewardResult
 from ascent.rollout.types import RolloutBatch
 
+HIDDEN_FIELDS = ("tests", "solution")
+"""Row fields that grade completions (a code task's hidden unit tests and reference solution): left out of the
+log unless asked for, so the log does not carry the answers."""
 AGENT_KEYS = ("agent_turn_texts", "agent_observation_texts", "agent_turn_infos", "agent_finish_reason", "agent_reward")
 
 
@@ -42,11 +47,14 @@ class StepSamples:
 class SampleLogger:
     """Appends sample lines to run_dir/samples.jsonl (see the module docstring)."""
 
-    def __init__(self, run_dir: Path, every: int, groups: int, max_mb: float, reward_names: list[str]) -> None:
+    def __init__(
+        self, run_dir: Path, every: int, groups: int, max_mb: float, reward_names: list[str], hidden: bool = False
+    ) -> None:
         self.path = Path(run_dir) / "samples.jsonl"
         self.old = Path(run_dir) / "samples.1.jsonl"
         self.every, self.groups, self.max_bytes = every, groups, int(max_mb * 2**20)
         self.reward_names = list(reward_names)
+        self.hidden = hidden
 
     def due(self, step: int) -> bool:
         return self.every > 0 and step % self.every == 0
@@ -56,7 +64,7 @@ class SampleLogger:
         if record is None:
             return 0
         lines = [
-            json.dumps(row, default=str) for row in sample_rows(phase, step, record, self.reward_names, self.groups)
+            jsonsafe.dumps(row) for row in sample_rows(phase, step, record, self.reward_names, self.groups, self.hidden)
         ]
         if self.path.exists() and self.path.stat().st_size > self.max_bytes:
             self.path.replace(self.old)
@@ -86,8 +94,11 @@ def _num(x: float) -> Optional[float]:
     return float(x) if math.isfinite(x) else None
 
 
-def sample_rows(phase: str, step: int, record: StepSamples, reward_names: list[str], groups: int) -> list[dict]:
-    """The sample lines of the batch's first `groups` groups (every sample of each)."""
+def sample_rows(
+    phase: str, step: int, record: StepSamples, reward_names: list[str], groups: int, hidden: bool = False
+) -> list[dict]:
+    """The sample lines of the batch's first `groups` groups (every sample of each); the rows' HIDDEN_FIELDS only
+    when `hidden`."""
     batch, scores, adv = record.batch, record.scores, record.advantages
     mask = batch.completion_mask  # (N, T)
     tokens = mask.sum(-1)  # (N,)
@@ -100,6 +111,7 @@ def sample_rows(phase: str, step: int, record: StepSamples, reward_names: list[s
             continue
         seen[g] = seen.get(g, -1) + 1
         fields = {k: v for k, v in batch.fields[i].items() if not k.startswith("agent_")}
+        left_out = [] if hidden else sorted(k for k in fields if k in HIDDEN_FIELDS)
         row = {
             "phase": phase,
             "step": step,
@@ -113,8 +125,10 @@ def sample_rows(phase: str, step: int, record: StepSamples, reward_names: list[s
             "rewards": {name: _num(float(v)) for name, v in zip(reward_names, scores.components[i].tolist())},
             "valid": bool(scores.valid[i]),
             "advantage": _num(float(adv_mean[i])),
-            "fields": fields,
+            "fields": {k: v for k, v in fields.items() if k not in left_out},
         }
+        if left_out:
+            row["hidden_fields"] = left_out
         agent = {k: batch.fields[i][k] for k in AGENT_KEYS if k in batch.fields[i]}
         if agent:
             texts = agent.get("agent_turn_texts", [])
