@@ -597,8 +597,8 @@ class RapoPruneSampler(PromptSampler):
     Choices the paper leaves open: a pruned row is drawn anyway with probability `replay` (an RNG seeded by
     (seed, draw count)); if that group has an unsolved sample the row's streak resets and it rejoins the pool,
     otherwise it stays pruned. When the pool has fewer than k rows, pruned rows top the draw up. RAPO's other
-    parts are elsewhere (advantage `rapo`) or not implemented (the per-prompt replay buffer that injects a
-    stored successful rollout into all-failed groups).
+    parts are elsewhere: the advantage scaling is advantage `rapo`, the per-prompt replay buffer that injects a
+    stored successful rollout into all-failed groups is explorer `replay`.
     """
 
     def __init__(self, ctx: SamplerContext, params: RapoPruneParams = RapoPruneParams()) -> None:

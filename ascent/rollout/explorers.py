@@ -364,6 +364,21 @@ def trainable_tensors(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad and p.is_floating_point()]
 
 
+def noise_tensors(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The weights parameter noise perturbs: the policy's effective weights where it learns. Without LoRA, the
+    trainable tensors; under LoRA (peft layers with `lora_A` and a `base_layer`), the base weights of the
+    adapted layers: W + BA is perturbed through W, since noise on the adapters does nothing while B = 0 (at the
+    start of a run) and later only reaches the low-rank span, far below σ · RMS(W)."""
+    out, seen = [], set()
+    for module in model.modules():
+        base = getattr(module, "base_layer", None)
+        if hasattr(module, "lora_A") and isinstance(getattr(base, "weight", None), torch.Tensor):
+            if id(base.weight) not in seen and base.weight.is_floating_point():
+                seen.add(id(base.weight))
+                out.append(base.weight)
+    return out or trainable_tensors(model)
+
+
 @torch.no_grad()
 def perturb(params: list[torch.nn.Parameter], sigma: float, seed: int) -> list[torch.Tensor]:
     """Add σ · RMS(W) · ε to each tensor W in place (ε from a generator seeded with `seed`, drawn in float32
@@ -403,14 +418,15 @@ def distinct_share(batch: RolloutBatch) -> float:
             "scheduler; sigma is relative to each tensor's RMS"
         ),
         (
-            "under LoRA only the adapters are perturbed (no effect while B = 0 at the start); the TIS pairing "
-            "(`algorithm.tis_cap`) is warned about, not enforced"
+            "under LoRA the base weights of the adapted layers are perturbed (the effective weights W + BA), not "
+            "the whole model; the TIS pairing (`algorithm.tis_cap`) is warned about, not enforced"
         ),
     ),
 )
 class ParamNoiseExplorer(Explorer):
     """Parameter-space noise (PSN-RLVR, Bai et al. 2026, arXiv:2602.02555): before a round, every trainable
-    tensor W (LoRA adapters under LoRA, else all float weights) becomes W + σ · RMS(W) · ε, ε ~ N(0, I); the
+    tensor W (under LoRA: the base weights of the adapted layers, so the effective weights W + BA move even
+    while B = 0; else all float weights) becomes W + σ · RMS(W) · ε, ε ~ N(0, I); the
     round's groups are sampled by this perturbed policy, then the exact weights are put back (a saved copy,
     bit for bit). The noise is fixed for the whole round, so a trajectory is explored consistently rather than
     token by token. The batch's `sampled_logprobs` are the noisy policy's: pair with truncated importance
@@ -422,8 +438,8 @@ class ParamNoiseExplorer(Explorer):
     subset of groups noisy and the rest clean (noisy groups first in the batch). The paper's adaptive scheduler
     (a surrogate of semantic diversity and normalised self-certainty) is replaced by a simple rule: with
     `target_diversity` > 0, σ ← σ · adapt when the share of distinct completions per group is below the
-    target, σ ← σ / adapt otherwise, within [sigma_min, sigma_max]. A tensor that is all zero (LoRA's B at
-    initialisation) gets no noise. Memory: one copy of the trainable weights while sampling.
+    target, σ ← σ / adapt otherwise, within [sigma_min, sigma_max]. An all-zero tensor gets no noise.
+    Memory: one copy of the perturbed weights while sampling.
     Logged: `explore/noise_sigma`, `explore/noisy_groups`, `explore/diversity`.
     """
 
@@ -442,7 +458,7 @@ class ParamNoiseExplorer(Explorer):
         k = groups if self.params.share >= 1.0 else round(self.params.share * groups)
         noisy = sorted(rng.sample(range(groups), k))
         self.last.update(noise_sigma=self.sigma, noisy_groups=float(k))
-        params = trainable_tensors(self.ctx.policy.model)
+        params = noise_tensors(self.ctx.policy.model)
         saved = perturb(params, self.sigma, noise_seed)
         try:
             batch = collect_plain(self.ctx.collector, subdraw(draw, noisy), generator) if k else None

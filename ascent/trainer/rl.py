@@ -123,13 +123,8 @@ class RLTrainer:
 
     def observe(self, batch: RolloutBatch, scores: RewardResult) -> tuple[RolloutBatch, RewardResult]:
         """The round as the explorer amends it (e.g. replayed successes), fed back to the sampler and the
-        explorer before any group filter sees it."""
-        batch, rewards, valid, components = self.explorer.amend(batch, scores.rewards, scores.valid, scores.components)
-        scores = RewardResult(rewards, valid, components, dict(scores.stats))
-        if batch.row_index is not None:
-            self.sampler.observe(batch.row_index, scores.rewards, scores.valid)
-        self.explorer.observe(batch, scores.rewards, scores.valid)
-        return batch, scores
+        explorer before any group filter sees it (`observe_round`)."""
+        return observe_round(self.explorer, self.sampler, batch, scores)
 
     def refill(self, prompts: int) -> tuple[RolloutBatch, RewardResult]:
         """Scored rollouts for `prompts` fresh rows, to replace groups the filter dropped."""
@@ -263,6 +258,21 @@ def make_explorer(cfg: RunConfig, parts: RLParts, collector: Collector) -> Any:
         scorer=parts.rewards.score,
     )
     return piece(ctx)
+
+
+def observe_round(
+    explorer: Any, sampler: Any, batch: RolloutBatch, scores: RewardResult
+) -> tuple[RolloutBatch, RewardResult]:
+    """The explorer amends the scored round (e.g. `replay` swaps a kept success into an all-failed group); the
+    sampler learns from the round's fresh samples as scored, before the amendment (a replayed success is old
+    evidence, not the current policy's pass rate), and the explorer from the amended round, which is returned."""
+    rows, fresh_rewards, fresh_valid = batch.row_index, scores.rewards, scores.valid
+    batch, rewards, valid, components = explorer.amend(batch, scores.rewards, scores.valid, scores.components)
+    scores = RewardResult(rewards, valid, components, dict(scores.stats))
+    if rows is not None:
+        sampler.observe(rows, fresh_rewards, fresh_valid)
+    explorer.observe(batch, scores.rewards, scores.valid)
+    return batch, scores
 
 
 def advantage_input(batch: RolloutBatch, scores: RewardResult) -> AdvantageInput:

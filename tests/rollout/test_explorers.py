@@ -107,6 +107,23 @@ def test_param_noise_restores_weights_bitwise_and_changes_samples(tiny_policy, t
     assert not torch.allclose(noisy.sampled_logprobs, plain.sampled_logprobs)
 
 
+def test_param_noise_moves_a_fresh_lora_policy(tiny_policy, tokenizer):
+    # at the start of a LoRA run B = 0: noise on the adapters would leave W + BA (and the samples) unchanged
+    from ascent.config.schema import LoraConfig, ModelConfig
+    from ascent.policy.model import Policy, add_lora
+
+    lora = add_lora(tiny_policy.model, ModelConfig(lora=LoraConfig(enabled=True, r=4, alpha=8)))
+    policy = Policy(model=lora, tokenizer=tokenizer)
+    ctx = context(policy, tokenizer)
+    before = {k: v.clone() for k, v in lora.state_dict().items()}
+    draw = Draw([0, 1, 2, 3])
+    plain = make("plain", ctx).collect(draw, torch.Generator().manual_seed(5))
+    noisy = make("param_noise", ctx, "sigma=0.5").collect(draw, torch.Generator().manual_seed(5))
+    assert not torch.allclose(noisy.sampled_logprobs, plain.sampled_logprobs)  # the noisy policy differs
+    after = lora.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # restored bit for bit, base weights included
+
+
 def test_param_noise_share_keeps_every_group(tiny_policy, tokenizer):
     ctx = context(tiny_policy, tokenizer)
     explorer = make("param_noise", ctx, "sigma=0.5,share=0.5")
@@ -351,3 +368,20 @@ def test_branch_edge_cases(tiny_policy, tokenizer):
         BranchParams(root_share=1.5)
     with pytest.raises(ValueError, match="min_prefix"):
         BranchParams(min_prefix=-1)
+
+
+def test_samplers_learn_from_fresh_samples_not_replayed_successes(tiny_policy, tokenizer):
+    from ascent.data.samplers import SAMPLERS, SamplerContext
+    from ascent.rewards.runner import RewardResult
+    from ascent.trainer.rl import observe_round
+
+    ctx = context(tiny_policy, tokenizer)
+    explorer = make("replay", ctx)
+    store_successes(ctx, explorer, Draw([0, 1]))  # a kept success for rows 0 and 1
+    sampler = SAMPLERS.resolve("pass_rate")(SamplerContext(ROWS, 0, N, 10))
+    fresh = explorer.collect(Draw([0, 1]), torch.Generator().manual_seed(7))
+    rewards = seeded_rewards(fresh, lambda i, row: False)  # every fresh sample failed
+    scores = RewardResult(rewards, all_valid(fresh), rewards[:, None].clone(), {})
+    batch, amended = observe_round(explorer, sampler, fresh, scores)
+    assert float(amended.rewards.sum()) == 2.0  # replay swapped a success into each failed group
+    assert sampler.rates.est[0] == 0.0 and sampler.rates.est[1] == 0.0  # the sampler saw the policy's 0 of 4
