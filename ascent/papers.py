@@ -908,6 +908,4 @@ GAIL = Paper(
     2016,
     "Generative Adversarial Imitation Learning (NeurIPS 2016)",
     "arXiv:1606.03476",
-    note="not built yet; the offline track's datasets (`ascent collect`) are its demonstrations (docs/offline.md)",
-    section="related",
 )

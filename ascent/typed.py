@@ -254,12 +254,15 @@ def field_docs(cls: type) -> dict[str, str]:
     import inspect
     import textwrap
 
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__[1:]):  # a subclass's params inherit their bases' help (its own wins)
+        if dataclasses.is_dataclass(base):
+            docs.update(field_docs(base))
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):
-        return {}
+        return docs
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
     for node, nxt in zip(body, body[1:]):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             if isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str):

@@ -245,7 +245,7 @@ def collect(
             round(100.0 * (scores[chosen] - random_return) / (expert_return - random_return), 2) if chosen else None
         ),
         "level": level,
-        "steps": steps,
+        "steps": 0 if level == "medium-replay" else steps,  # the buffer is taken whole
         "seed": seed,
         "env": c.env,
         "ref_min_score": random_return,

@@ -145,12 +145,17 @@ class PPO:
             action, logp = self.actor.sample(obs)
             ro.obs[t], ro.actions[t], ro.log_probs[t], ro.values[t] = obs, action, logp, self.value(obs)
             step = self.envs.step(action.numpy())
-            reward = torch.from_numpy(step.reward)
+            reward = self.reward(obs, action, step)
             cut = step.truncated & ~step.terminated
             if cut.any():
                 reward[cut] += gamma * self.value(torch.from_numpy(step.final_obs[cut]))
             ro.rewards[t], ro.dones[t] = reward, torch.from_numpy(step.terminated | step.truncated)
         self.steps += self.p.n_steps * self.envs.num_envs
+
+    def reward(self, obs: torch.Tensor, action: torch.Tensor, step: Any) -> torch.Tensor:
+        """The reward PPO learns from for one vector step, (E,): the environment's (a subclass may learn its own:
+        GAIL's discriminator reward, ascent.offline.gail)."""
+        return torch.from_numpy(step.reward)
 
     def schedules(self) -> tuple[float, float]:
         """(lr, clip) for the coming epochs: linear ones decay with the share of the run done."""
