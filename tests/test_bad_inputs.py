@@ -392,6 +392,126 @@ CASES: list[tuple[str, str, Callable[[Path], str], str]] = [
     ),
 ]
 
+# The hardening cases (the security probe, issue 36): values and folders that used to crash a run, run code or
+# delete what they should not.
+CASES += [
+    (
+        "config",
+        "run name that leaves output_dir",
+        lambda t: cli(["train", "default", "name=.."]),
+        r"name='\.\.' cannot be a run name: use letters, digits and _ \. = -",
+    ),
+    (
+        "data",
+        "file that is not UTF-8",
+        lambda t: _bytes_run(t, b'{"prompt": "1+1=", "answer": "2"}\n{"prompt": "caf\xe9=", "answer": "2"}\n'),
+        r"train.jsonl:2: not UTF-8 text \(invalid continuation byte at byte 15 of the line\)",
+    ),
+    (
+        "data",
+        "NaN in a row",
+        lambda t: jsonl_run(t, '{"prompt": "1+1=", "answer": "2", "difficulty": NaN}'),
+        r"train.jsonl:1: NaN is not a JSON value; write null or a number",
+    ),
+    (
+        "reward",
+        "reward that returns an int too large for a float",
+        lambda t: train_with_reward(t, "def r(prompts, completions, **k):\n    return [10**400] * len(completions)\n"),
+        r"returned 4 non-finite or non-numeric values",
+    ),
+    (
+        "reward",
+        "reward that returns strings and booleans",
+        lambda t: train_with_reward(t, "def r(prompts, completions, **k):\n    return ['1.0', True] * 2\n"),
+        r"returned 4 non-finite or non-numeric values",
+    ),
+    (
+        "model output",
+        "code to run where bubblewrap is missing",
+        lambda t: _without_bwrap(lambda: cli(["train", "code-functions", *TINY, f"output_dir={t}"])),
+        r"code_tests: refusing to run model-written code: bubblewrap \(bwrap\) is not installed.*unsafe-local",
+    ),
+    (
+        "run directory",
+        "--overwrite of a folder ascent did not make",
+        lambda t: _unmarked(t),
+        r"does not look like a run made by ascent \(no \.ascent-run file\); --overwrite deletes only those",
+    ),
+    (
+        "run directory",
+        "export --overwrite into a folder that is no export",
+        lambda t: _export_over(t),
+        r"is not an earlier export \(no ascent_export.json\); --overwrite replaces only those",
+    ),
+    (
+        "run directory",
+        "resume of a run whose checkpoint would run code",
+        lambda t: _tampered(t),
+        r"trainer_state.pt holds objects ascent does not save \(.*posix.system.*\); refused: nothing in it was run",
+    ),
+]
+
+
+def _bytes_run(tmp: Path, data: bytes) -> str:
+    (tmp / "train.jsonl").write_bytes(data)
+    good = write(tmp, "good.jsonl", json.dumps({"prompt": "1+1=", "answer": "2"}))
+    return cli(["train", "default", f"data.train={tmp / 'train.jsonl'}", f"data.eval={good}", f"output_dir={tmp}"])
+
+
+def _without_bwrap(provoke: Callable[[], str]) -> str:
+    import os
+
+    from ascent.rewards.sandbox import bwrap_status
+
+    path = os.environ.get("PATH", "")
+    os.environ["PATH"] = "/nonexistent"
+    bwrap_status.cache_clear()
+    try:
+        return provoke()
+    finally:
+        os.environ["PATH"] = path
+        bwrap_status.cache_clear()
+
+
+def _unmarked(tmp: Path) -> str:
+    (tmp / "x").mkdir()
+    (tmp / "x" / "config.yaml").write_text("name: x\n")
+    (tmp / "x" / "state.json").write_text("{}")
+    return cli(["train", "default", *TINY, f"output_dir={tmp}", "name=x", "--overwrite"])
+
+
+def _export_over(tmp: Path) -> str:
+    from ascent.app.pipeline import train
+    from ascent.config import load_config
+
+    train(load_config("default", [*TINY, f"output_dir={tmp}", "name=r"]))
+    (tmp / "home").mkdir()
+    (tmp / "home" / "thesis.tex").write_text("years of work")
+    return cli(["export", str(tmp / "r"), str(tmp / "home"), "--overwrite"])
+
+
+class _RunsCode:
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("true",))
+
+
+def _tampered(tmp: Path) -> str:
+    import torch
+
+    from ascent.app.pipeline import train
+    from ascent.config import load_config
+    from ascent.trainer.checkpoint import write_manifest
+
+    train(load_config("default", [*TINY, "train.steps=2", f"output_dir={tmp}", "name=c"]), stop_at=1)
+    ck = tmp / "c" / "checkpoints" / "step_000001"
+    state = torch.load(ck / "trainer_state.pt", weights_only=False)
+    torch.save({**state, "payload": _RunsCode()}, ck / "trainer_state.pt")
+    (ck / "manifest.json").unlink()
+    write_manifest(ck)
+    return cli(["train", "--resume", str(tmp / "c")])
+
 
 def _in_use(tmp: Path) -> str:
     """A second `ascent train` on the folder of a live run (the live run's lock held here)."""
