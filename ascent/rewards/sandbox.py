@@ -1,17 +1,18 @@
 """Running model-written Python in a sandbox, and the `code_tests` reward built on it.
 
-`run_code(code, entry_point, inputs, limits, mode)` runs `ascent/rewards/sandbox_child.py` in a fresh
-`python -I -S` (no site-packages, nothing inherited from the environment). In the default mode, `bwrap`, the
-boundary is bubblewrap (`bwrap`, the OS package `bubblewrap`; https://github.com/containers/bubblewrap): new
-mount, PID, network, IPC and UTS namespaces (and a user namespace when the trainer is not root, with nested
-user namespaces disabled); a root of its own in which only the interpreter, `/usr`, the child script and the
-job file are bound read-only, a fresh `/proc` (the code sees only its own processes), an empty `/dev`, and a
+`run_code(code, entry_point, inputs, limits, mode)` runs `ascent/rewards/sandbox_child.py` in a fresh `python
+-I -S` (no site-packages, nothing inherited from the environment). In the default mode, `bwrap`, the boundary
+is bubblewrap (`bwrap`, the OS package `bubblewrap`; https://github.com/containers/bubblewrap): new mount,
+PID, network, IPC and UTS namespaces (and a user namespace when the trainer is not root, with nested user
+namespaces disabled); a root of its own in which only the interpreter, `/usr`, the child script and the job
+file are bound read-only, a fresh `/proc` (the code sees only its own processes), an empty `/dev`, and a
 private tmpfs of `limits.disk_bytes` as the only writable place; no network interface but a down loopback;
-`--die-with-parent`. Started as root, the child drops to the `nobody` user before it reads the code, so the
-process limit applies. The child then applies resource limits (CPU seconds, memory, processes, open files,
-file size) and an audit hook (a second fence, not the boundary). The parent adds a wall-clock limit (the
-whole process group is killed; the PID namespace ends every process the code left), reads at most
-`limits.output_bytes` of results, and discards what the code prints.
+`--die-with-parent`; on x86_64 a seccomp filter (`seccomp_program`) refusing the kernel's riskier calls.
+Started as root, the child drops to the `nobody` user before it reads the code, so the process limit applies.
+The child then applies resource limits (CPU seconds, memory, processes, open files, file size) and an audit
+hook (a second fence, not the boundary). The parent adds a wall-clock limit (the whole process group is
+killed; the PID namespace ends every process the code left), reads at most `limits.output_bytes` of results,
+and discards what the code prints.
 
 Where bubblewrap is missing or cannot create namespaces, `run_code` refuses (`SandboxUnavailable`) unless
 the run opted into `mode="unsafe-local"` (`reward=code_tests(sandbox=unsafe-local)`): the earlier
@@ -108,10 +109,13 @@ def _interpreter() -> tuple[str, list[str]]:
     return exe, sorted(d for d in need if not (d + "/").startswith("/usr/") and d != "/usr")
 
 
-def _bwrap_argv(bwrap: str, job_file: str, result_fd: int, disk_bytes: int) -> list[str]:
+def _bwrap_argv(
+    bwrap: str, job_file: str, result_fd: int, disk_bytes: int, seccomp_fd: Optional[int] = None
+) -> list[str]:
     """The bubblewrap command line: see the module docstring."""
     exe, folders = _interpreter()
-    argv = [bwrap, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    argv = [bwrap] + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else [])
+    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     argv += ["--die-with-parent", "--new-session", "--hostname", "sandbox", "--clearenv"]
     argv += ["--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8"]
     if os.getuid() == 0:  # privileged bwrap: the child may only change to `nobody`, which it does first
@@ -140,27 +144,103 @@ def _bwrap_argv(bwrap: str, job_file: str, result_fd: int, disk_bytes: int) -> l
     return argv + ["--", exe, "-I", "-S", "/sandbox/child.py", "/sandbox/job.json", str(result_fd), "bwrap"]
 
 
+_DENIED_X86_64 = {
+    "ptrace": 101, "syslog": 103, "personality": 135, "pivot_root": 155, "chroot": 161, "acct": 163, "mount": 165,
+    "umount2": 166, "swapon": 167, "swapoff": 168, "reboot": 169, "sethostname": 170, "setdomainname": 171,
+    "iopl": 172, "ioperm": 173, "init_module": 175, "delete_module": 176, "quotactl": 179, "kexec_load": 246,
+    "add_key": 248, "request_key": 249, "keyctl": 250, "unshare": 272, "move_pages": 279, "perf_event_open": 298,
+    "name_to_handle_at": 303, "open_by_handle_at": 304, "setns": 308, "process_vm_readv": 310,
+    "process_vm_writev": 311, "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+}  # fmt: skip
+"""System calls the code never needs and kernel exploits often start from (the ones Docker's and Flatpak's
+default seccomp profiles refuse, plus namespaces): refused with EPERM."""
+_CLONE_NEW = 0x7E020080  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+
+
+def seccomp_program() -> Optional[bytes]:
+    """A classic-BPF seccomp filter for bwrap --seccomp (x86_64 only; None elsewhere): `_DENIED_X86_64` and
+    `clone` with a namespace flag fail with EPERM; `clone3` (whose flags a filter cannot read) with ENOSYS, so
+    that the C library falls back to `clone`; x32 system calls and other architectures' are refused."""
+    import platform
+    import struct
+
+    if platform.machine() != "x86_64" or sys.byteorder != "little":
+        return None
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    prog: list[tuple[int, Any, Any, int]] = [  # (code, jump if true, jump if false, k); jumps name a label
+        (ld, 0, 0, 4),  # seccomp_data.arch
+        (jeq, 0, "deny", 0xC000003E),  # AUDIT_ARCH_X86_64
+        (ld, 0, 0, 0),  # seccomp_data.nr
+        (jge, "deny", 0, 0x40000000),  # the x32 ABI
+        *[(jeq, "deny", 0, nr) for nr in sorted(_DENIED_X86_64.values())],
+        (jeq, "nosys", 0, 435),  # clone3
+        (jeq, 0, "allow", 56),  # clone: look at its flags
+        (ld, 0, 0, 16),  # args[0], low 32 bits
+        (jset, "deny", "allow", _CLONE_NEW),
+    ]
+    labels = {"allow": len(prog), "deny": len(prog) + 1, "nosys": len(prog) + 2}
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, eperm), (ret, 0, 0, enosys)]
+
+    def off(i: int, target: Any) -> int:
+        return labels[target] - i - 1 if isinstance(target, str) else target
+
+    return b"".join(struct.pack("<HBBI", c, off(i, t), off(i, f), k) for i, (c, t, f, k) in enumerate(prog))
+
+
+def _probe(bwrap: str, tmp: Path, seccomp: Optional[bytes]) -> subprocess.CompletedProcess:
+    probe = tmp / "job.json"
+    probe.write_text("{}")
+    fds: tuple[int, ...] = ()
+    if seccomp is not None:
+        (tmp / "seccomp.bpf").write_bytes(seccomp)
+        fds = (os.open(tmp / "seccomp.bpf", os.O_RDONLY),)
+    try:
+        argv = _bwrap_argv(bwrap, str(probe), 1, 1 << 20, fds[0] if fds else None)
+        argv = argv[: argv.index("--") + 2] + ["-I", "-S", "-c", "import os; os.stat('/sandbox/child.py')"]
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"}, pass_fds=fds
+        )
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 @functools.lru_cache(maxsize=None)
-def bwrap_status() -> tuple[bool, str]:
-    """(whether bubblewrap isolates here, a one-line description or the reason it does not); probed once."""
+def _bwrap_setup() -> tuple[bool, str, Optional[bytes]]:
+    """(whether bubblewrap isolates here, a description or the reason it does not, the seccomp filter it
+    loads); probed once, with the filter first and without it where the kernel refuses it."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
-        return False, "bubblewrap (bwrap) is not installed; install the OS package `bubblewrap`"
+        return False, "bubblewrap (bwrap) is not installed; install the OS package `bubblewrap`", None
     version = subprocess.run([bwrap, "--version"], capture_output=True, text=True).stdout.strip()
-    with tempfile.TemporaryDirectory(prefix="ascent-sandbox-") as tmp:
-        probe = Path(tmp) / "job.json"
-        probe.write_text("{}")
-        argv = _bwrap_argv(bwrap, str(probe), 1, 1 << 20)
-        argv = argv[: argv.index("--") + 2] + ["-I", "-S", "-c", "import os; os.stat('/sandbox/child.py')"]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return False, f"{bwrap} could not run: {exc}"
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        return False, f"{version or bwrap} cannot create its sandbox here ({why}); user namespaces may be disabled"
-    who = "as root, the code runs as nobody" if os.getuid() == 0 else "user namespace"
-    return True, f"{version} (mount, PID, network, IPC, UTS namespaces; {who}; read-only root, private tmpfs)"
+    done = None
+    for seccomp in dict.fromkeys([seccomp_program(), None]):
+        with tempfile.TemporaryDirectory(prefix="ascent-sandbox-") as tmp:
+            try:
+                done = _probe(bwrap, Path(tmp), seccomp)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                return False, f"{bwrap} could not run: {exc}", None
+        if done.returncode == 0:
+            who = "as root, the code runs as nobody" if os.getuid() == 0 else "user namespace"
+            filt = "a seccomp filter" if seccomp is not None else "no seccomp filter"
+            detail = (
+                f"{version} (mount, PID, network, IPC, UTS namespaces; {who}; read-only root, private tmpfs; {filt})"
+            )
+            return True, detail, seccomp
+    why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return False, f"{version or bwrap} cannot create its sandbox here ({why}); user namespaces may be disabled", None
+
+
+def bwrap_status() -> tuple[bool, str]:
+    """(whether bubblewrap isolates here, a one-line description or the reason it does not); probed once."""
+    ok, detail, _ = _bwrap_setup()
+    return ok, detail
+
+
+bwrap_status.cache_clear = _bwrap_setup.cache_clear  # type: ignore[attr-defined]
 
 
 def isolation(mode: str = "bwrap") -> str:
@@ -199,6 +279,7 @@ def run_code(
     bwrap = isolation(mode) == "bwrap"
     job_dir = Path(tempfile.mkdtemp(prefix="ascent-sandbox-"))
     read_fd, write_fd = os.pipe()
+    seccomp_fd = -1
     try:
         os.chmod(job_dir, 0o700)
         uid = NOBODY if os.getuid() == 0 else os.getuid()
@@ -208,7 +289,12 @@ def run_code(
         job_file.write_text(json.dumps(job))
         if bwrap:
             job_file.chmod(0o644)  # bound read-only into the sandbox; the folder stays private
-            argv = _bwrap_argv(shutil.which("bwrap") or "bwrap", str(job_file), write_fd, limits.disk_bytes)
+            seccomp = _bwrap_setup()[2]
+            if seccomp is not None:
+                (job_dir / "seccomp.bpf").write_bytes(seccomp)
+                seccomp_fd = os.open(job_dir / "seccomp.bpf", os.O_RDONLY)
+            bwrap_path = shutil.which("bwrap") or "bwrap"
+            argv = _bwrap_argv(bwrap_path, str(job_file), write_fd, limits.disk_bytes, seccomp_fd if seccomp else None)
         else:
             argv = [sys.executable, "-I", "-S", str(CHILD), str(job_file), str(write_fd), "local"]
         try:
@@ -217,7 +303,7 @@ def run_code(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd,) + ((seccomp_fd,) if seccomp_fd >= 0 else ()),
                 cwd=job_dir,
                 env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                 start_new_session=True,
@@ -233,7 +319,7 @@ def run_code(
         cpu_limit = ended in killed  # the CPU limit ended it (bwrap reports a signal as 128 + its number)
         return _parse(data, len(inputs), timed_out or cpu_limit, time.perf_counter() - t0)
     finally:
-        for fd in (read_fd, write_fd):
+        for fd in (read_fd, write_fd, seccomp_fd):
             if fd >= 0:
                 os.close(fd)
         shutil.rmtree(job_dir, ignore_errors=True)

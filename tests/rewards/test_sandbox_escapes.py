@@ -180,3 +180,12 @@ def test_a_run_reports_bubblewrap(capsys):
     fields = CodeTests().summary_fields()
     assert fields["sandbox"] == "bwrap" and "bubblewrap" in fields["sandbox_detail"]
     assert capsys.readouterr().out.startswith("sandbox: bwrap")
+
+
+@needs_bwrap
+@pytest.mark.skipif(__import__("platform").machine() != "x86_64", reason="the seccomp filter is written for x86_64")
+def test_a_seccomp_filter_is_loaded_on_x86_64():
+    code = "def f():\n    return [ln for ln in open('/proc/self/status') if ln.startswith('Seccomp')]\n"
+    status = dict(ln.split(":") for ln in run_code(code, "f", [[]], FAST).outputs[0]["ok"])
+    assert status["Seccomp"].strip() == "2" and int(status["Seccomp_filters"]) >= 1, status
+    assert "a seccomp filter" in bwrap_status()[1]
