@@ -176,7 +176,7 @@ class Comparison:
                 "logging.progress=false",
                 "--overwrite",
             ]
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(run_dir, "run")  # marked as ascent's: its stdout.txt does not make it a stranger's folder
         with open(run_dir / "stdout.txt", "a") as out:
             proc = subprocess.run(
                 [sys.executable, "-m", "ascent.cli", *cmd],

@@ -170,14 +170,16 @@ def opened_run(
     cfg: RunConfig | None, run_dir: Path, overwrite: bool, resume: bool, overrides: Optional[list[str]] = None
 ) -> Iterator[RunConfig]:
     """`open_run` for the length of a `with` block: the directory stays locked until the block ends, and a new
-    run that fails before it trained anything leaves nothing behind (`discard_failed_start`)."""
+    run that fails before it trained anything leaves the folder as it found it (`discard_failed_start`)."""
     created = not run_dir.exists()
+    before = set(os.listdir(run_dir)) if run_dir.is_dir() else set()
     cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
+    keep = {name for name in before if (run_dir / name).exists()} - {"config.yaml"}  # not what --overwrite cleared
     try:
         yield cfg
     except BaseException:
         if not resume:
-            discard_failed_start(run_dir, created)
+            discard_failed_start(run_dir, created, keep)
         raise
     finally:
         release_run_dir(run_dir)
@@ -192,17 +194,24 @@ def clear_run_dir(run_dir: Path) -> None:
             child.unlink()
 
 
-def discard_failed_start(run_dir: Path, created: bool) -> bool:
+def discard_failed_start(run_dir: Path, created: bool, keep: frozenset[str] | set[str] = frozenset()) -> bool:
     """A start that failed before anything was trained leaves nothing behind: the folder goes when this start
-    created it, its contents otherwise. A run with a state.json or logged steps is kept for --resume. Returns
-    whether it was discarded."""
+    created it; otherwise what the start wrote goes and the entries in `keep` (there before it, e.g. the log that
+    `ascent compare` writes beside a run) stay. A run with a state.json or logged steps is kept for --resume.
+    Returns whether it was discarded."""
     metrics = run_dir / "metrics.jsonl"
     if not run_dir.is_dir() or (run_dir / "state.json").exists() or (metrics.exists() and metrics.stat().st_size):
         return False
     if created:
         shutil.rmtree(run_dir, ignore_errors=True)
-    else:
-        clear_run_dir(run_dir)
+        return True
+    for child in run_dir.iterdir():
+        if child.name in keep:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
     return True
 
 

@@ -335,3 +335,14 @@ def test_report_titles_stay_clear_of_the_toolbar_and_phases_label_the_x_axis(tmp
                 assert xtitle.endswith("step")
         assert mixed >= 1
         browser.close()
+
+
+def test_a_failed_start_in_an_existing_folder_keeps_what_was_there(tmp_path):
+    from ascent.app.runs import make_private_dir
+
+    run_dir = tmp_path / "c"
+    make_private_dir(run_dir, "run")  # as `ascent compare` prepares a run: marked, with its log beside
+    (run_dir / "stdout.txt").write_text("the subprocess's output\n")
+    with pytest.raises(DataError):
+        train(tiny(tmp_path, "name=c", "data.task=jsonl", "data.train=missing.jsonl", "data.eval=missing.jsonl"))
+    assert sorted(p.name for p in run_dir.iterdir()) == [".ascent-run", "stdout.txt"]
