@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 import yaml
 
-from ascent.config.loader import config_from_dict, merge, parse_overrides, to_dict
+from ascent.config.loader import config_from_dict, merge, parse_overrides, to_dict, yaml_problem
 from ascent.config.schema import RunConfig
 from ascent.logging.sinks import MlflowSink, WandbSink
 from ascent.trainer.checkpoint import resolve_model_folder, write_text_atomic
@@ -62,10 +62,7 @@ def read_run_config(run_dir: Path, overrides: Optional[list[str]] = None) -> Run
     try:
         raw = yaml.safe_load(path.read_text())
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise RunDirError(f"{path} is not valid YAML{where}: {problem}") from None
+        raise RunDirError(f"{path} is not valid YAML{yaml_problem(err)}") from None
     except UnicodeDecodeError as err:
         raise RunDirError(f"{path} is not UTF-8 text ({err.reason} at byte {err.start})") from None
     if not isinstance(raw, dict):

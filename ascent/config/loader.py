@@ -39,10 +39,27 @@ def read_recipe(recipe: str | Path) -> dict[str, Any]:
     try:
         raw = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"recipe {str(path)!r} is not valid YAML: {err}".splitlines()[0]) from None
+        raise ConfigError(f"recipe {str(path)!r} is not valid YAML{yaml_problem(err)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"recipe {str(path)!r} must be a mapping of keys to values, got {type(raw).__name__}")
     return raw
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """` (line L, column C): what is wrong` for a YAML error, in one line.
+
+    >>> try:
+    ...     yaml.safe_load("steps: [1, 2")
+    ... except yaml.YAMLError as err:
+    ...     yaml_problem(err)
+    " (line 1, column 13): expected ',' or ']', but got '<stream end>'"
+    """
+    mark = getattr(err, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    if "'\\t'" in problem:  # PyYAML names the tab it found as '\t'
+        problem += " (YAML indents with spaces, not tabs)"
+    return f"{where}: {problem}"
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

@@ -346,3 +346,10 @@ def test_a_failed_start_in_an_existing_folder_keeps_what_was_there(tmp_path):
     with pytest.raises(DataError):
         train(tiny(tmp_path, "name=c", "data.task=jsonl", "data.train=missing.jsonl", "data.eval=missing.jsonl"))
     assert sorted(p.name for p in run_dir.iterdir()) == [".ascent-run", "stdout.txt"]
+
+
+def test_a_recipe_indented_with_tabs_names_the_line_and_the_tab(tmp_path):
+    recipe = tmp_path / "tabs.yaml"
+    recipe.write_text("train:\n\tsteps: 3\n")
+    with pytest.raises(ConfigError, match=r"not valid YAML \(line 2, column 1\): .*spaces, not tabs"):
+        load_config(str(recipe), [])
