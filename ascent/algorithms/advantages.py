@@ -74,7 +74,8 @@ def grpo(inp: AdvantageInput, cfg) -> torch.Tensor:
     ),
 )
 def dr_grpo(inp: AdvantageInput, cfg) -> torch.Tensor:
-    """Dr. GRPO: A_i = r_i - mean_g r, no std division (Liu et al. 2025, "Understanding R1-Zero-like training")."""
+    """Dr. GRPO: A_i = r_i - mean_g r, no std division (Liu et al. 2025, "Understanding R1-Zero-like training").
+    The paper's other half, no 1/|o_i| length normalisation, is `algorithm.loss_agg=seq-mean-token-sum-norm`."""
     _, mean, _ = group_moments(inp.rewards, inp.group_index, inp.valid)
     return broadcast(inp.rewards - mean, inp)
 
@@ -446,7 +447,8 @@ class AemParams:
 )
 def aem(inp: AdvantageInput, cfg, params: AemParams = AemParams()) -> torch.Tensor:
     """AEM (Zhao et al., 2026, arXiv:2605.00425): GRPO advantages rescaled by a response-level advantage x
-    relative-surprisal proxy.
+    relative-surprisal proxy. Reading: the proxy's exact form (z-score, tanh, batch-level rho) is ours; the
+    abstract does not give it.
 
     Entropy drift under a natural-gradient step is governed by A_i * s_i, s_i the response's relative
     surprisal: rewarding a surprising response or penalising a typical one raises entropy (explore), the
@@ -495,7 +497,7 @@ class SuccessAdaptiveParams:
 )
 def success_adaptive(inp: AdvantageInput, cfg, params: SuccessAdaptiveParams = SuccessAdaptiveParams()) -> torch.Tensor:
     """GUI-Libra success-adaptive scaling (Yang et al., 2026, arXiv:2602.22190): GRPO with negative advantages
-    scaled by 1 - strength * success rate.
+    scaled by 1 - strength * success rate (our reading of the abstract's scaling; the exact form is not in it).
 
     Success = reward >= threshold; the success rate q_g is the group's. Negative
     advantages become A_i * (1 - strength * q_g); positive ones are unchanged. Under
@@ -603,7 +605,7 @@ class TmnParams:
 )
 def tmn(inp: AdvantageInput, cfg, params: TmnParams = TmnParams()) -> torch.Tensor:
     """TMN-Reweight (GoLongRL, Lv et al., 2026, arXiv:2605.19577): group-centred rewards, task-level mean
-    normalisation, difficulty-adaptive weights.
+    normalisation, difficulty-adaptive weights (the exact forms below are our reading of the abstract).
 
     Tasks come from extras['task_index'] (without it the batch is one task). dev_i = r_i - mean_g r.
     Informative samples I = valid samples of groups whose rewards differ. Difficulty weight

@@ -27,7 +27,8 @@ class OpdParams:
     rl: bool = False
     """Add the PPO-clip policy loss (with the run's advantages) to the distillation term; False: distillation alone."""
     only_failed: bool = False
-    """Distil on failed rollouts only (reward < `threshold`), as HyperEyes does; successes get the RL term only."""
+    """Distil on failed rollouts only (reward < `threshold`), as HyperEyes does; successes get the RL term only
+    with rl=true, and no gradient at all with rl=false."""
     threshold: float = 1.0
     """A rollout failed when its reward is below this (`only_failed`)."""
     estimator: Literal["full", "sampled"] = "full"

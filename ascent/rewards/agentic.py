@@ -130,7 +130,9 @@ class Trace:
     batch, ref <- max(floor, min(ref, (1 - rate) ref + rate m)), m = the mean tool calls of the batch's
     correct episodes. `ref=None` starts it at the first batch's m. Episodes at or under the reference get
     the full outcome; costlier ones get less, so the policy is pushed below the reference, which then
-    follows it down (to `floor`). Use it beside the outcome (`reward=[answer_em,trace]`) or alone.
+    follows it down (to `floor`). This form (the ratio, the tightening rule) is ascent's; the paper's exact
+    formula is not in its abstract. Every tool call counts (parallel calls in one turn each count). Use it
+    beside the outcome (`reward=[answer_em,trace]`) or alone.
 
     `warmup` batches are scored by correctness alone before the reference starts (first solve, then save
     calls): a tool-cost penalty from the first step also teaches an agent that searches too rarely to

@@ -48,7 +48,8 @@ class PeerConsensusParams:
     k: int = 4
     """Answers each peer samples per prompt."""
     include_self: bool = True
-    """The policy's own group votes too (with no peers it must)."""
+    """The policy's own group votes too (with no peers it must); false is Co-RL's setting (each model is
+    rewarded against its peer's majority only)."""
     extract: str = "strip"
     """How a completion's answer is read: `strip` (the whole text, stripped) or `last_number`."""
     min_share: float = 0.0

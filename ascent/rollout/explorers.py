@@ -667,7 +667,8 @@ class ExitExplorer(TraceExplorer):
     for its row with priority = that variance. At collection, a drawn row with kept completions gets, with
     probability `share`, a whole group that starts from prompt + the first round(f · len) tokens of one of them
     (f ~ U[min_frac, max_frac], forced: `completion_mask` 0) and is continued on-policy (loss on the
-    continuation only), through the same machinery as `prefix`.
+    continuation only), through the same machinery as `prefix`. ExIt's self-improvement task (revise the
+    previous attempt) is absent, so in effect this is `prefix` fed by mixed-outcome groups.
 
     Choices the paper leaves open or that differ: ExIt's tasks are multi-turn self-improvement steps (revise
     the previous answer); this single-turn form restarts mid-completion instead. The completion is chosen with

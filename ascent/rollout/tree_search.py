@@ -43,7 +43,10 @@ class MctsParams:
     c_uct: float = 1.0
     """Exploration constant c of UCT, Q + c sqrt(ln N_parent / N_child); >= 0."""
     max_children: int = 2
-    """Progressive widening: a node gets a new child (a fresh sample) while it has fewer children than this; >= 1."""
+    """Progressive widening: a node gets a new child (a fresh sample) while it has fewer children than this; >= 1.
+    With the defaults (4 simulations, 2 children, 2-token edges) the tree is at most 2 edges deep, so revealed
+    prefixes are 0, 2 or 4 tokens, where Tree-OPO reveals whole reasoning steps: raise `chunk` and
+    `simulations` with `max_new_tokens` for deeper staging."""
 
     def __post_init__(self) -> None:
         if self.simulations < 1 or self.chunk < 1 or self.max_children < 1:
