@@ -56,7 +56,8 @@ class SerlParams:
     template: str = "\n(Hindsight: after this step the environment replied: {feedback})\n"
     """Text placed before the turn's tokens in the teacher's context; `{feedback}` is the feedback."""
     final: str = "the episode ended with reward {reward:g}"
-    """The feedback of the last turn (no observation follows it); `{reward}` is the trajectory's reward."""
+    """The feedback of the last turn (after its reply, if any); `{reward}` is the environment's episode reward
+    (`agent_reward`, the sum of its step rewards), not the run's reward functions."""
     action_marker: str = "</think>"
     """A turn's action tokens are those after the last occurrence of this text (all of the turn without it)."""
 
