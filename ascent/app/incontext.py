@@ -18,7 +18,6 @@ run on the held-out tasks itself).
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -27,6 +26,8 @@ import numpy as np
 import torch
 import yaml
 
+from ascent.app.runs import make_private_dir, remove_marked_dir
+from ascent.config.loader import check_run_name
 from ascent.incontext.experiment import InContextConfig, arm_specs, run_seed, summarise
 from ascent.incontext.model import InContextTransformer
 from ascent.incontext.recipes import is_incontext_recipe, recipe_path  # noqa: F401  (re-exported)
@@ -68,11 +69,13 @@ def to_raw(cfg: InContextConfig) -> dict:
 def train_incontext(recipe: str, overrides: list[str], overwrite: bool = False) -> dict:
     """Run an in-context recipe into output_dir/name; returns the summary."""
     name, out, cfg = load(recipe, overrides)
+    check_run_name(name)  # one folder under output_dir: name=.. with --overwrite must not delete the project
     run_dir = Path(out) / name
     if (run_dir / "summary.json").exists() or (run_dir / "config.yaml").exists():
         if not overwrite:
             raise ConfigError(f"{run_dir} already holds a run: pass --overwrite or choose another name=...")
-        shutil.rmtree(run_dir)
+        remove_marked_dir(run_dir, "a run")
+    make_private_dir(run_dir, "run")
     (run_dir / "models").mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(yaml.safe_dump({"name": name, "incontext": to_raw(cfg)}, sort_keys=False))
     torch.set_num_threads(cfg.threads)

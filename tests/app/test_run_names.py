@@ -97,3 +97,11 @@ def test_compare_name_cannot_escape(tmp_path):
     with pytest.raises(ConfigError, match=r"--name='\.\.' cannot be a run name"):
         compare("default", [], ["train.optim.lr=1e-4,2e-4"], None, 1, "..", 1, output_dir=str(tmp_path))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_incontext_name_cannot_escape(tmp_path):
+    from ascent.app.incontext import train_incontext
+
+    with pytest.raises(ConfigError, match=r"name='\.\.' cannot be a run name"):
+        train_incontext("ad-bandit", [f"output_dir={tmp_path}", "name=.."], overwrite=True)
+    assert list(tmp_path.iterdir()) == []
