@@ -33,7 +33,11 @@ def read_recipe(recipe: str | Path) -> dict[str, Any]:
     if not path.suffix:
         path = RECIPE_DIR / f"{recipe}.yaml"
         if not path.exists():
-            raise ConfigError(f"no recipe {str(recipe)!r}; shipped recipes: {', '.join(recipe_names())}")
+            import difflib
+
+            close = difflib.get_close_matches(str(recipe), recipe_names(), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"no recipe {str(recipe)!r}{hint}; shipped recipes: {', '.join(recipe_names())}")
     if not path.exists():
         raise ConfigError(f"recipe file {str(path)!r} does not exist")
     try:

@@ -43,4 +43,4 @@ def test_a_typo_in_a_recipe_name_answers_before_the_training_stack_is_imported()
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["2", "False", "False"]
-    assert "no recipe 'defualt'" in done.stderr
+    assert "no recipe 'defualt' (did you mean 'default'?)" in done.stderr
