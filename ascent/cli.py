@@ -99,6 +99,12 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
         if is_classic_run(Path(args.resume)):  # Gymnasium runs never import the language-model stack
             train_run(run_dir=Path(args.resume), resume=True, overrides=overrides)
             return 0
+        from ascent.app.co import is_co_run
+        from ascent.app.co import train_run as train_co_run
+
+        if is_co_run(Path(args.resume)):
+            train_co_run(run_dir=Path(args.resume), resume=True, overrides=overrides)
+            return 0
         quiet_hf()
         from ascent.app.pipeline import train
 
@@ -117,6 +123,11 @@ def _train(args: argparse.Namespace, run_dir: list[Path]) -> int:
 
     if cfg.classic is not None:
         train_run(cfg, overwrite=args.overwrite)
+        return 0
+    if cfg.co is not None:  # a routing run (ascent.co): no language-model stack either
+        from ascent.app.co import train_run as train_co_run
+
+        train_co_run(cfg, overwrite=args.overwrite)
         return 0
     quiet_hf()
     from ascent.app.pipeline import train
@@ -396,6 +407,8 @@ LIST_KINDS = [
     "runtimes",
     "incontext_families",
     "incontext_sources",
+    "co_policies",
+    "co_losses",
 ]
 
 

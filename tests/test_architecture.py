@@ -46,6 +46,7 @@ LAYERS = [
     "ascent.agents",
     "ascent.tasks",
     "ascent.classic",
+    "ascent.co",
     "ascent.incontext",
     "ascent.offline",
     "ascent.config",

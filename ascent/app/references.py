@@ -26,6 +26,7 @@ def registries() -> dict[str, Registry]:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
+    from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.data.samplers import SAMPLERS
     from ascent.incontext.histories import SOURCES
     from ascent.incontext.tasks import FAMILIES
@@ -54,6 +55,8 @@ def registries() -> dict[str, Registry]:
         "classic_wrappers": CLASSIC_WRAPPERS,
         "incontext_families": FAMILIES,
         "incontext_sources": SOURCES,
+        "co_policies": CO_POLICIES,
+        "co_losses": CO_LOSSES,
     }
 
 

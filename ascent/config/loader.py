@@ -95,7 +95,15 @@ def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-SPEC_KEYS = ("algorithm.advantage", "algorithm.loss", "algorithm.filter", "data.task", "classic.algorithm")
+SPEC_KEYS = (
+    "algorithm.advantage",
+    "algorithm.loss",
+    "algorithm.filter",
+    "data.task",
+    "classic.algorithm",
+    "co.policy",
+    "co.loss",
+)
 """Config keys whose value is one registered piece's spec, `name` or `name(key=value, ...)`; a recipe may write
 it as a mapping `{name: {key: value}}`, and `key.name.param=value` overrides merge into it."""
 
@@ -200,6 +208,12 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
         spec = CLASSIC.resolve(cfg.classic.algorithm, key="classic.algorithm").spec
         wrappers = canonical_wrappers(cfg.classic.wrappers)
         return dataclasses.replace(cfg, classic=dataclasses.replace(cfg.classic, algorithm=spec, wrappers=wrappers))
+    if cfg.co is not None:  # a routing run (ascent.co): its policy and loss only
+        from ascent.co import CO_LOSSES, CO_POLICIES
+
+        policy = CO_POLICIES.resolve(cfg.co.policy, key="co.policy").spec
+        loss = CO_LOSSES.resolve(cfg.co.loss, key="co.loss").spec
+        return dataclasses.replace(cfg, co=dataclasses.replace(cfg.co, policy=policy, loss=loss))
     for key, registry in spec_registries().items():
         section, name = key.split(".")
         part = getattr(cfg, section)
@@ -336,6 +350,14 @@ def validate(cfg: RunConfig) -> None:
         from ascent.classic.checks import check_classic
 
         check_classic(cfg.classic)
+        return
+    if cfg.co is not None:  # a routing run (ascent.co) uses none of the language-model sections either
+        from ascent.co.train import check_co
+
+        try:
+            check_co(cfg.co)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         return
     for key, value in _positive(cfg):
         if value <= 0:

@@ -410,6 +410,49 @@ class ClassicConfig:
 
 
 @dataclass(frozen=True)
+class CoConfig:
+    """A neural combinatorial-optimisation run (`ascent.co`, docs/co.md): a routing policy trained with a
+    policy-gradient loss on generated instances, measured as an optimality gap on a fixed test set; when a recipe
+    has this section, `ascent train` runs it instead of the language-model pipeline."""
+
+    problem: Literal["tsp", "cvrp"] = "tsp"
+    """The routing problem."""
+    n: int = 20
+    """Problem size: nodes (TSP) or customers (CVRP)."""
+    policy: str = "attention_model"
+    """The policy and its parameters (`ascent list co_policies --params`), e.g. `attention_model(layers=3)`."""
+    loss: str = "pomo"
+    """The loss and its parameters (`ascent list co_losses --params`)."""
+    steps: int = 1000
+    """Gradient steps."""
+    batch_size: int = 64
+    """Instances per step (fresh ones, drawn from the generator)."""
+    starts: int = 0
+    """Solutions sampled per instance, each from its own forced start node (0: every start node, POMO)."""
+    lr: float = 1e-4
+    """Adam learning rate (POMO: 1e-4)."""
+    weight_decay: float = 1e-6
+    """Adam weight decay (POMO: 1e-6)."""
+    max_grad_norm: float = 0.0
+    """Clip the gradient norm to this (0: no clipping, as POMO)."""
+    eval_size: int = 1000
+    """Instances of the fixed test set evaluated (its first ones)."""
+    eval_every: int = 0
+    """Evaluate the test-set gap every this many steps too (0: only at the end)."""
+    eval_modes: list[str] = field(default_factory=lambda: ["greedy", "multistart", "multistart_aug8"])
+    """Decoding modes of the final evaluation (greedy, multistart, multistart_aug8); the first is also used
+    during training."""
+    test_cache: str = ".cache/ascent-co"
+    """Where test sets of sizes not shipped with ascent are built and kept."""
+    log_every: int = 10
+    """A metrics line every this many steps."""
+    checkpoint_every: int = 0
+    """Checkpoint every this many steps (0: only at the end and at --stop-at)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept (the newest)."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole run: recipe plus overrides."""
 
@@ -460,6 +503,8 @@ class RunConfig:
     """Ray runtime settings (runtime=ray)."""
     classic: Optional[ClassicConfig] = None
     """A classic online deep-RL run on Gymnasium (`ascent.classic`); None: a language-model run."""
+    co: Optional[CoConfig] = None
+    """A neural combinatorial-optimisation run (`ascent.co`, docs/co.md); None: not one."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,7 @@
+"""Neural combinatorial optimisation (docs/co.md): routing environments, reference solvers, the attention model
+and POMO."""
+
+from ascent.co.losses import CO_LOSSES
+from ascent.co.model import CO_POLICIES
+
+__all__ = ["CO_LOSSES", "CO_POLICIES"]

@@ -1,0 +1,178 @@
+"""The attention model (Kool, van Hoof & Welling 2019, "Attention, Learn to Solve Routing Problems!",
+arXiv:1803.08475) in its POMO configuration (Kwon et al. 2020, "POMO: Policy Optimization with Multiple Optima for
+Reinforcement Learning", arXiv:2010.16011).
+
+Encoder (Kool et al., section 3.1): a linear embedding of each node (TSP: (x, y); CVRP: customers (x, y, demand),
+the depot (x, y) by its own linear map), then L layers of `h = Norm(h + MHA(h)); h = Norm(h + FF(h))`.
+
+Decoder (section 3.2), one step for all (B, S) partial solutions at once: a context query, a masked multi-head
+glimpse over the node embeddings, then single-head compatibilities clipped with C * tanh (C = 10) and masked to
+-inf: `p(a) = softmax(C tanh(q_g . k_a / sqrt(d)))`. The context is
+
+- TSP: [h_first, h_current] (a learned placeholder before the first step), as POMO uses it;
+- CVRP: [h_current, remaining load];
+
+plus the mean node embedding when `graph_context` (Kool's AM; POMO drops it, and so does RL4CO's POMO default).
+
+Departures: POMO's defaults here (6 layers, instance norm, no graph context); the keys, values and logit keys are
+computed once per instance and shared by its S solutions (B, H, S, N) instead of repeated S times (RL4CO repeats
+the instance S times); same arithmetic, less memory and time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ascent.co.envs import RouteState
+from ascent.registry import Registry
+
+CO_POLICIES: Registry = Registry("co policy")
+"""Routing policies: name -> factory(problem, params) -> module with `encode` and `log_probs`."""
+
+
+@dataclass(frozen=True)
+class AttentionModelParams:
+    """Size and shape of the attention model."""
+
+    embed_dim: int = 128
+    """d, the node embedding width (Kool et al.: 128)."""
+    layers: int = 6
+    """Encoder layers (Kool's AM: 3; POMO: 6)."""
+    heads: int = 8
+    """Attention heads in the encoder and the decoder's glimpse."""
+    ff_hidden: int = 512
+    """Hidden width of each encoder layer's feed-forward block."""
+    norm: Literal["instance", "batch"] = "instance"
+    """Normalisation in the encoder: 'instance' (POMO) or 'batch' (Kool's AM)."""
+    tanh_clip: float = 10.0
+    """C in C * tanh(.) on the logits (Kool et al. 2019, Bello et al. 2016)."""
+    graph_context: bool = False
+    """Add the mean node embedding to the decoder's query (Kool's AM: true; POMO: false)."""
+
+    def __post_init__(self) -> None:
+        if self.embed_dim <= 0 or self.layers < 0 or self.heads <= 0 or self.ff_hidden <= 0:
+            raise ValueError("embed_dim, heads and ff_hidden must be positive, layers >= 0")
+        if self.embed_dim % self.heads:
+            raise ValueError(f"embed_dim {self.embed_dim} must be a multiple of heads {self.heads}")
+        if self.tanh_clip <= 0:
+            raise ValueError(f"tanh_clip must be positive, got {self.tanh_clip}")
+
+
+class Norm(nn.Module):
+    """Instance norm over the nodes of each instance, or batch norm over all nodes of the batch, per feature."""
+
+    def __init__(self, d: int, kind: str) -> None:
+        super().__init__()
+        self.norm = nn.InstanceNorm1d(d, affine=True) if kind == "instance" else nn.BatchNorm1d(d, affine=True)
+        self.kind = kind
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, N, d)
+        if self.kind == "instance":
+            return self.norm(h.transpose(1, 2)).transpose(1, 2)
+        return self.norm(h.reshape(-1, h.shape[-1])).view_as(h)
+
+
+class EncoderLayer(nn.Module):
+    """`h = Norm(h + MHA(h)); h = Norm(h + FF(h))` (Kool et al. 2019, equations 2-4)."""
+
+    def __init__(self, p: AttentionModelParams) -> None:
+        super().__init__()
+        self.heads = p.heads
+        self.qkv = nn.Linear(p.embed_dim, 3 * p.embed_dim, bias=False)
+        self.out = nn.Linear(p.embed_dim, p.embed_dim)
+        self.norm1, self.norm2 = Norm(p.embed_dim, p.norm), Norm(p.embed_dim, p.norm)
+        self.ff = nn.Sequential(nn.Linear(p.embed_dim, p.ff_hidden), nn.ReLU(), nn.Linear(p.ff_hidden, p.embed_dim))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:  # (B, N, d)
+        B, N, d = h.shape
+        q, k, v = self.qkv(h).view(B, N, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)  # (B, H, N, dk)
+        att = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, d)
+        h = self.norm1(h + self.out(att))
+        return self.norm2(h + self.ff(h))
+
+
+@dataclass
+class Encoded:
+    """What the decoder needs of each instance, computed once per instance (shared by its S solutions)."""
+
+    nodes: torch.Tensor
+    """(B, N, d) node embeddings."""
+    graph: torch.Tensor
+    """(B, d) projected mean embedding (zeros without graph context)."""
+    keys: torch.Tensor
+    """(B, H, N, dk) glimpse keys."""
+    values: torch.Tensor
+    """(B, H, N, dk) glimpse values."""
+    logit_keys: torch.Tensor
+    """(B, N, d) keys of the final single-head compatibility."""
+
+
+class AttentionModel(nn.Module):
+    """Encoder-decoder policy over routing instances; `encode` once, then `log_probs` per step."""
+
+    def __init__(self, problem: str, p: AttentionModelParams = AttentionModelParams()) -> None:
+        super().__init__()
+        d = p.embed_dim
+        self.problem, self.p = problem, p
+        self.embed = nn.Linear(3 if problem == "cvrp" else 2, d)
+        self.embed_depot = nn.Linear(2, d) if problem == "cvrp" else None
+        self.layers = nn.ModuleList(EncoderLayer(p) for _ in range(p.layers))
+        self.project_nodes = nn.Linear(d, 3 * d, bias=False)  # glimpse keys, values, logit keys
+        self.project_graph = nn.Linear(d, d, bias=False) if p.graph_context else None
+        ctx = d + 1 if problem == "cvrp" else 2 * d
+        self.project_context = nn.Linear(ctx, d, bias=False)
+        self.project_glimpse = nn.Linear(d, d, bias=False)
+        self.placeholder = nn.Parameter(torch.empty(2 * d).uniform_(-1, 1)) if problem == "tsp" else None
+
+    def encode(self, locs: torch.Tensor, demand: torch.Tensor | None = None) -> Encoded:
+        """Coordinates (B, N, 2) and, for CVRP, normalised demands (B, N) -> the decoder's per-instance tensors."""
+        if self.problem == "cvrp":
+            h = torch.cat(
+                [self.embed_depot(locs[:, :1]), self.embed(torch.cat([locs, demand[..., None]], -1)[:, 1:])], 1
+            )
+        else:
+            h = self.embed(locs)
+        for layer in self.layers:
+            h = layer(h)
+        B, N, d = h.shape
+        H = self.p.heads
+        k, v, lk = self.project_nodes(h).chunk(3, dim=-1)
+        split = lambda t: t.view(B, N, H, d // H).transpose(1, 2)  # noqa: E731  (B, H, N, dk)
+        graph = self.project_graph(h.mean(1)) if self.project_graph is not None else h.new_zeros(B, d)
+        return Encoded(h, graph, split(k), split(v), lk)
+
+    def context(self, enc: Encoded, state: RouteState) -> torch.Tensor:
+        """The query input (B, S, ctx) of each partial solution."""
+        B, S = state.current.shape
+        d = enc.nodes.shape[-1]
+        gather = lambda idx: enc.nodes.gather(1, idx.clamp(min=0).unsqueeze(-1).expand(B, S, d))  # noqa: E731
+        if self.problem == "cvrp":
+            return torch.cat([gather(state.current), state.load.unsqueeze(-1)], dim=-1)
+        ctx = torch.cat([gather(state.first), gather(state.current)], dim=-1)  # (B, S, 2d)
+        return torch.where((state.current < 0).unsqueeze(-1), self.placeholder.expand(B, S, 2 * d), ctx)
+
+    def log_probs(self, enc: Encoded, state: RouteState) -> torch.Tensor:
+        """(B, S, N) log-probabilities of the next action (-inf where masked)."""
+        q = self.project_context(self.context(enc, state)) + enc.graph.unsqueeze(1)  # (B, S, d)
+        B, S, d = q.shape
+        H = self.p.heads
+        qh = q.view(B, S, H, d // H).transpose(1, 2)  # (B, H, S, dk)
+        glimpse = F.scaled_dot_product_attention(qh, enc.keys, enc.values, attn_mask=state.mask.unsqueeze(1))
+        g = self.project_glimpse(glimpse.transpose(1, 2).reshape(B, S, d))  # (B, S, d)
+        logits = torch.einsum("bsd,bnd->bsn", g, enc.logit_keys) / math.sqrt(d)
+        logits = self.p.tanh_clip * torch.tanh(logits)
+        return logits.masked_fill(~state.mask, float("-inf")).log_softmax(dim=-1)
+
+
+@CO_POLICIES.register("attention_model", params=AttentionModelParams)
+def attention_model(problem: str, params: AttentionModelParams = AttentionModelParams()) -> AttentionModel:
+    """The attention model (Kool et al. 2019, arXiv:1803.08475) with POMO's defaults (Kwon et al. 2020,
+    arXiv:2010.16011): 6 encoder layers, instance norm, no graph context; `layers=3, norm=batch, graph_context=true`
+    gives Kool's AM."""
+    return AttentionModel(problem, params)
