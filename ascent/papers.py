@@ -909,3 +909,68 @@ GAIL = Paper(
     "Generative Adversarial Imitation Learning (NeurIPS 2016)",
     "arXiv:1606.03476",
 )
+
+# -- neural combinatorial optimisation (ascent.co, docs/co.md) -----------------------------------------------------
+
+ATTENTION_MODEL = Paper(
+    "Attention Model",
+    "Kool, van Hoof & Welling",
+    2019,
+    "Attention, Learn to Solve Routing Problems! (ICLR 2019)",
+    "arXiv:1803.08475",
+    note="instance distributions of TSP and CVRP (`ascent/co/problems.py`)",
+)
+POMO = Paper(
+    "POMO",
+    "Kwon et al.",
+    2020,
+    "POMO: Policy Optimization with Multiple Optima for Reinforcement Learning (NeurIPS 2020)",
+    "arXiv:2010.16011",
+    note="multi-start and 8-fold augmented decoding (`ascent/co/decoding.py`)",
+)
+RL4CO = Paper(
+    "RL4CO",
+    "Berto et al.",
+    2023,
+    "RL4CO: an Extensive Reinforcement Learning for Combinatorial Optimization Benchmark",
+    "arXiv:2306.17100",
+    note="the environments' distributions follow it; benchmarks/co_vs_rl4co.py measures against it",
+    section="systems",
+)
+HGS_CVRP = Paper(
+    "HGS-CVRP",
+    "Vidal",
+    2022,
+    "Hybrid Genetic Search for the CVRP: Open-Source Implementation and SWAP* Neighborhood",
+    "arXiv:2012.10384",
+    note="CVRP reference solutions of the co test sets, through PyVRP (`ascent/co/solvers.py`)",
+    section="systems",
+)
+PYVRP = Paper(
+    "PyVRP",
+    "Wouda, Lan & Kool",
+    2024,
+    "PyVRP: a high-performance VRP solver package (INFORMS Journal on Computing)",
+    "arXiv:2403.13795",
+    note="CVRP reference solver of the co test sets (`ascent/co/solvers.py`)",
+    section="systems",
+)
+LKH3 = Paper(
+    "LKH-3",
+    "Helsgaun",
+    2017,
+    "An Extension of the Lin-Kernighan-Helsgaun TSP Solver for Constrained Traveling Salesman and Vehicle "
+    "Routing Problems (technical report, Roskilde University)",
+    "none (technical report)",
+    note="TSP reference solutions of the co test sets, through elkai (`ascent/co/solvers.py`)",
+    section="systems",
+)
+
+POPPY = Paper(
+    "Poppy",
+    "Grinsztajn et al.",
+    2022,
+    "Winner Takes It All: Training Performant RL Populations for Combinatorial Optimization (NeurIPS 2023)",
+    "arXiv:2210.03475",
+    note="co policy `population` and co loss `poppy` (`ascent/co/population.py`, `ascent/co/losses.py`)",
+)

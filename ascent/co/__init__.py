@@ -3,5 +3,6 @@ and POMO."""
 
 from ascent.co.losses import CO_LOSSES
 from ascent.co.model import CO_POLICIES
+from ascent.co.population import population  # noqa: F401  (registers the population policy)
 
 __all__ = ["CO_LOSSES", "CO_POLICIES"]

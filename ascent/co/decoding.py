@@ -38,6 +38,8 @@ class Solutions:
     """(B, S) minus the tour length."""
     entropy: torch.Tensor
     """(B, S) mean entropy of the policy over the steps it chose freely (a diagnostic)."""
+    agents: int = 1
+    """Policies the S solutions are split over, agent-major (a population: `ascent.co.population`)."""
 
 
 def rollout(
@@ -55,9 +57,14 @@ def rollout(
     enc = policy.encode(inst.locs, demand)
     state = env.reset(samples)
     B, S = state.current.shape
-    forced = env.start_nodes()[:S].expand(B, S) if starts else None
-    if forced is not None and forced.shape[1] < S:
-        raise ValueError(f"{S} solutions but only {forced.shape[1]} start nodes")
+    agents = getattr(policy, "agents", 1)
+    if S % agents:
+        raise ValueError(f"{S} solutions do not split over {agents} agents")
+    nodes = env.start_nodes()
+    if starts and S // agents > len(nodes):
+        raise ValueError(f"{S // agents} solutions per agent but only {len(nodes)} start nodes")
+    per_agent = torch.arange(S) % (S // agents)  # solution s: agent s // (S / K), start s % (S / K)
+    forced = nodes[per_agent].expand(B, S) if starts else None
     actions: list[torch.Tensor] = []
     free_steps = 0
     ll = torch.zeros(B, S)
@@ -78,7 +85,7 @@ def rollout(
             free_steps += 1
         actions.append(action)
         state = env.step(state, action).state
-    return Solutions(torch.stack(actions, dim=-1), ll, -state.length, ent / max(free_steps, 1))
+    return Solutions(torch.stack(actions, dim=-1), ll, -state.length, ent / max(free_steps, 1), agents)
 
 
 @torch.no_grad()
@@ -93,11 +100,12 @@ def evaluate(policy: AttentionModel, inst: Instances, mode: Mode, batch_size: in
         part = inst[lo : lo + batch_size]
         folds = 8 if mode == "multistart_aug8" else 1
         aug = augment(part, folds)
-        if mode == "greedy":
-            sol = rollout(policy, aug, 1, starts=aug.problem == "tsp", greedy=True)
+        agents = getattr(policy, "agents", 1)
+        if mode == "greedy":  # one solution per agent
+            sol = rollout(policy, aug, agents, starts=aug.problem == "tsp", greedy=True)
         else:
             n_starts = len(make_env(aug).start_nodes())
-            sol = rollout(policy, aug, n_starts, starts=True, greedy=True)
+            sol = rollout(policy, aug, agents * n_starts, starts=True, greedy=True)
         best = (-sol.reward).min(dim=1).values  # (folds * b,)
         out.append(best.view(folds, -1).min(dim=0).values)
     policy.train(was_training)

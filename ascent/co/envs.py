@@ -186,6 +186,20 @@ class CVRPEnv(RoutingEnv):
         return RouteStep(replace(nxt, mask=self.feasible(nxt)), -edge, done)
 
 
+def take(state: RouteState, solutions: slice) -> RouteState:
+    """The state of some of the S solutions (a slice along dimension 1 of every tensor)."""
+    return replace(
+        state,
+        current=state.current[:, solutions],
+        first=state.first[:, solutions],
+        visited=state.visited[:, solutions],
+        load=state.load[:, solutions],
+        length=state.length[:, solutions],
+        done=state.done[:, solutions],
+        mask=state.mask[:, solutions],
+    )
+
+
 ENVS: dict[str, type[RoutingEnv]] = {"tsp": TSPEnv, "cvrp": CVRPEnv}
 
 

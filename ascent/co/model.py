@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ascent.co.envs import RouteState
+from ascent.papers import ATTENTION_MODEL, POMO
 from ascent.registry import Registry
 
 CO_POLICIES: Registry = Registry("co policy")
@@ -110,19 +111,26 @@ class Encoded:
     values: torch.Tensor
     """(B, H, N, dk) glimpse values."""
     logit_keys: torch.Tensor
-    """(B, N, d) keys of the final single-head compatibility."""
+    """(B, N, d) keys of the final single-head compatibility, with the glimpse's output projection folded in:
+    `(W_o g) . k = g . (W_o^T k)`, so a step multiplies by no (d, d) matrix."""
+    query_current: torch.Tensor
+    """(B, N, d) the current node's share of the context query, `W_c[:, current part] h_i`, for every node i."""
+    query_first: Optional[torch.Tensor]
+    """TSP: (B, N, d) the first node's share; CVRP: None."""
+    query_load: Optional[torch.Tensor]
+    """CVRP: (d,) the query's weight on the remaining load; TSP: None."""
+    query_placeholder: Optional[torch.Tensor]
+    """TSP: (d,) the query of the learned placeholder context (before the first node); CVRP: None."""
 
 
-class AttentionModel(nn.Module):
-    """Encoder-decoder policy over routing instances; `encode` once, then `log_probs` per step."""
+class Decoder(nn.Module):
+    """The decoder's parameters (Kool et al. 2019, section 3.2): node projections, context and glimpse; one per
+    agent of a population (Poppy shares the encoder and clones this)."""
 
-    def __init__(self, problem: str, p: AttentionModelParams = AttentionModelParams()) -> None:
+    def __init__(self, problem: str, p: AttentionModelParams) -> None:
         super().__init__()
         d = p.embed_dim
         self.problem, self.p = problem, p
-        self.embed = nn.Linear(3 if problem == "cvrp" else 2, d)
-        self.embed_depot = nn.Linear(2, d) if problem == "cvrp" else None
-        self.layers = nn.ModuleList(EncoderLayer(p) for _ in range(p.layers))
         self.project_nodes = nn.Linear(d, 3 * d, bias=False)  # glimpse keys, values, logit keys
         self.project_graph = nn.Linear(d, d, bias=False) if p.graph_context else None
         ctx = d + 1 if problem == "cvrp" else 2 * d
@@ -130,47 +138,106 @@ class AttentionModel(nn.Module):
         self.project_glimpse = nn.Linear(d, d, bias=False)
         self.placeholder = nn.Parameter(torch.empty(2 * d).uniform_(-1, 1)) if problem == "tsp" else None
 
-    def encode(self, locs: torch.Tensor, demand: torch.Tensor | None = None) -> Encoded:
-        """Coordinates (B, N, 2) and, for CVRP, normalised demands (B, N) -> the decoder's per-instance tensors."""
-        if self.problem == "cvrp":
-            h = torch.cat(
-                [self.embed_depot(locs[:, :1]), self.embed(torch.cat([locs, demand[..., None]], -1)[:, 1:])], 1
-            )
-        else:
-            h = self.embed(locs)
-        for layer in self.layers:
-            h = layer(h)
+    def project(self, h: torch.Tensor) -> Encoded:
+        """Node embeddings (B, N, d) -> this decoder's per-instance keys, values and query shares. The context
+        projection is linear in its parts, `W_c [h_first; h_current] = W_first h_first + W_current h_current`, so
+        each part is projected once per node here and gathered per step (as POMO's code does for h_first)."""
         B, N, d = h.shape
         H = self.p.heads
         k, v, lk = self.project_nodes(h).chunk(3, dim=-1)
         split = lambda t: t.view(B, N, H, d // H).transpose(1, 2)  # noqa: E731  (B, H, N, dk)
         graph = self.project_graph(h.mean(1)) if self.project_graph is not None else h.new_zeros(B, d)
-        return Encoded(h, graph, split(k), split(v), lk)
+        W = self.project_context.weight  # (d, ctx)
+        logit_keys = lk @ self.project_glimpse.weight  # (B, N, d): W_o folded into the keys
+        if self.problem == "cvrp":
+            return Encoded(h, graph, split(k), split(v), logit_keys, h @ W[:, :d].T, None, W[:, d], None)
+        first, current = h @ W[:, :d].T, h @ W[:, d:].T
+        return Encoded(h, graph, split(k), split(v), logit_keys, current, first, None, W @ self.placeholder)
 
-    def context(self, enc: Encoded, state: RouteState) -> torch.Tensor:
-        """The query input (B, S, ctx) of each partial solution."""
+    def query(self, enc: Encoded, state: RouteState) -> torch.Tensor:
+        """(B, S, d) the context query of each partial solution: Kool et al.'s `W_c h_(c)` (+ the graph part)."""
         B, S = state.current.shape
         d = enc.nodes.shape[-1]
-        gather = lambda idx: enc.nodes.gather(1, idx.clamp(min=0).unsqueeze(-1).expand(B, S, d))  # noqa: E731
+        gather = lambda t, idx: t.gather(1, idx.clamp(min=0).unsqueeze(-1).expand(B, S, d))  # noqa: E731
+        q = gather(enc.query_current, state.current) + enc.graph.unsqueeze(1)
         if self.problem == "cvrp":
-            return torch.cat([gather(state.current), state.load.unsqueeze(-1)], dim=-1)
-        ctx = torch.cat([gather(state.first), gather(state.current)], dim=-1)  # (B, S, 2d)
-        return torch.where((state.current < 0).unsqueeze(-1), self.placeholder.expand(B, S, 2 * d), ctx)
+            return q + state.load.unsqueeze(-1) * enc.query_load
+        q = q + gather(enc.query_first, state.first)
+        before = state.current < 0  # no node yet: the placeholder's query
+        if before.any():
+            q = torch.where(before.unsqueeze(-1), enc.query_placeholder + enc.graph.unsqueeze(1), q)
+        return q
 
     def log_probs(self, enc: Encoded, state: RouteState) -> torch.Tensor:
         """(B, S, N) log-probabilities of the next action (-inf where masked)."""
-        q = self.project_context(self.context(enc, state)) + enc.graph.unsqueeze(1)  # (B, S, d)
+        q = self.query(enc, state)  # (B, S, d)
         B, S, d = q.shape
         H = self.p.heads
         qh = q.view(B, S, H, d // H).transpose(1, 2)  # (B, H, S, dk)
-        glimpse = F.scaled_dot_product_attention(qh, enc.keys, enc.values, attn_mask=state.mask.unsqueeze(1))
-        g = self.project_glimpse(glimpse.transpose(1, 2).reshape(B, S, d))  # (B, S, d)
+        # the masked glimpse as plain matmuls: with a few dozen nodes they beat the fused CPU attention kernel
+        compat = (qh @ enc.keys.transpose(-1, -2)) / math.sqrt(d // H)  # (B, H, S, N)
+        attn = compat.masked_fill(~state.mask.unsqueeze(1), float("-inf")).softmax(dim=-1)
+        g = (attn @ enc.values).transpose(1, 2).reshape(B, S, d)  # (B, S, d), W_o folded into the logit keys
         logits = torch.einsum("bsd,bnd->bsn", g, enc.logit_keys) / math.sqrt(d)
         logits = self.p.tanh_clip * torch.tanh(logits)
         return logits.masked_fill(~state.mask, float("-inf")).log_softmax(dim=-1)
 
 
-@CO_POLICIES.register("attention_model", params=AttentionModelParams)
+class Encoder(nn.Module):
+    """Node embeddings and L attention layers (Kool et al. 2019, section 3.1)."""
+
+    def __init__(self, problem: str, p: AttentionModelParams) -> None:
+        super().__init__()
+        self.problem = problem
+        self.embed = nn.Linear(3 if problem == "cvrp" else 2, p.embed_dim)
+        self.embed_depot = nn.Linear(2, p.embed_dim) if problem == "cvrp" else None
+        self.layers = nn.ModuleList(EncoderLayer(p) for _ in range(p.layers))
+
+    def forward(self, locs: torch.Tensor, demand: torch.Tensor | None = None) -> torch.Tensor:
+        """Coordinates (B, N, 2) and, for CVRP, normalised demands (B, N) -> node embeddings (B, N, d)."""
+        if self.problem == "cvrp":
+            customers = self.embed(torch.cat([locs, demand[..., None]], -1)[:, 1:])
+            h = torch.cat([self.embed_depot(locs[:, :1]), customers], 1)
+        else:
+            h = self.embed(locs)
+        for layer in self.layers:
+            h = layer(h)
+        return h
+
+
+class AttentionModel(nn.Module):
+    """Encoder-decoder policy over routing instances; `encode` once, then `log_probs` per step."""
+
+    agents = 1
+    """Policies in the model (a population has several; see `ascent.co.population`)."""
+
+    def __init__(self, problem: str, p: AttentionModelParams = AttentionModelParams()) -> None:
+        super().__init__()
+        self.problem, self.p = problem, p
+        self.encoder = Encoder(problem, p)
+        self.decoder = Decoder(problem, p)
+
+    def encode(self, locs: torch.Tensor, demand: torch.Tensor | None = None) -> Encoded:
+        """Coordinates (B, N, 2) and, for CVRP, normalised demands (B, N) -> the decoder's per-instance tensors."""
+        return self.decoder.project(self.encoder(locs, demand))
+
+    def log_probs(self, enc: Encoded, state: RouteState) -> torch.Tensor:
+        """(B, S, N) log-probabilities of the next action (-inf where masked)."""
+        return self.decoder.log_probs(enc, state)
+
+
+@CO_POLICIES.register(
+    "attention_model",
+    params=AttentionModelParams,
+    paper=(ATTENTION_MODEL, POMO),
+    fidelity="faithful",
+    departures=(
+        "defaults are POMO's (6 layers, instance norm, no graph context); Kool's AM is layers=3, norm=batch, "
+        "graph_context=true",
+        "each instance's keys and values are shared by its S solutions instead of repeated S times (same arithmetic)",
+        "encoder attention projections have no bias (Kool's and POMO's code); RL4CO's have one (+2,304 parameters)",
+    ),
+)
 def attention_model(problem: str, params: AttentionModelParams = AttentionModelParams()) -> AttentionModel:
     """The attention model (Kool et al. 2019, arXiv:1803.08475) with POMO's defaults (Kwon et al. 2020,
     arXiv:2010.16011): 6 encoder layers, instance norm, no graph context; `layers=3, norm=batch, graph_context=true`

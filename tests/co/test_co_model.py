@@ -82,3 +82,46 @@ def test_params_are_checked():
         AttentionModelParams(embed_dim=30, heads=4)
     with pytest.raises(Exception, match="valid names: attention_model"):
         CO_POLICIES.resolve("transformer")
+
+
+@pytest.mark.parametrize("problem", ["tsp", "cvrp"])
+def test_the_folded_decoder_equals_kool_et_als_formulas(problem):
+    """The decoder projects the query parts per node and folds W_o into the logit keys; recompute one step the
+    paper's way: q = W_c [context] + graph, an H-head masked glimpse, W_o, then C tanh(q_g . k / sqrt(d))."""
+    spec = "attention_model(embed_dim=32, layers=1, heads=4, ff_hidden=64, graph_context=true)"
+    pol = policy(problem, spec, seed=4)
+    inst = generate(problem, 6, 2, seed=1)
+    env = make_env(inst)
+    enc = pol.encode(inst.locs, getattr(env, "demand", None))
+    state = env.reset(3)
+    if problem == "tsp":
+        fast0 = pol.log_probs(enc, state)  # the placeholder context
+    state = env.step(state, env.start_nodes()[:3].expand(2, 3)).state
+    dec, h = pol.decoder, enc.nodes
+    d, H = 32, 4
+
+    def slow(state, placeholder=False):
+        gather = lambda idx: h.gather(1, idx.unsqueeze(-1).expand(2, 3, d))  # noqa: E731
+        if problem == "cvrp":
+            ctx = torch.cat([gather(state.current), state.load.unsqueeze(-1)], -1)
+        elif placeholder:
+            ctx = dec.placeholder.expand(2, 3, 2 * d)
+        else:
+            ctx = torch.cat([gather(state.first), gather(state.current)], -1)
+        q = dec.project_context(ctx) + dec.project_graph(h.mean(1)).unsqueeze(1)  # (B, S, d)
+        k, v, lk = dec.project_nodes(h).chunk(3, -1)
+        heads = []
+        for j in range(H):
+            sl = slice(j * d // H, (j + 1) * d // H)
+            u = torch.einsum("bsd,bnd->bsn", q[..., sl], k[..., sl]) / (d // H) ** 0.5
+            a = u.masked_fill(~state.mask, float("-inf")).softmax(-1)
+            heads.append(torch.einsum("bsn,bnd->bsd", a, v[..., sl]))
+        g = dec.project_glimpse(torch.cat(heads, -1))
+        logits = 10.0 * torch.tanh(torch.einsum("bsd,bnd->bsn", g, lk) / d**0.5)
+        return logits.masked_fill(~state.mask, float("-inf")).log_softmax(-1)
+
+    fast = pol.log_probs(enc, state)
+    assert torch.allclose(fast[state.mask], slow(state)[state.mask], atol=1e-5)
+    if problem == "tsp":
+        mask0 = env.reset(3).mask
+        assert torch.allclose(fast0[mask0], slow(env.reset(3), placeholder=True)[mask0], atol=1e-5)

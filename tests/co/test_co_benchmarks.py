@@ -1,0 +1,67 @@
+"""The co benchmark scripts run end to end on a tiny budget and print the fields docs/co.md reads (the RL4CO side
+only where rl4co is installed: it is a benchmark-only dependency, `pip install 'ascent[rl4co]'`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str) -> list[dict]:
+    out = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+TINY = ["--steps", "2", "--batch-size", "4", "--eval-size", "8", "--val-size", "4"]
+
+
+def test_co_vs_rl4co_prints_gaps_for_each_seed():
+    rows = run("benchmarks/co_vs_rl4co.py", "--problem", "cvrp", "--seeds", "2", "--sides", "ascent", *TINY)
+    final = rows[-1]
+    assert [r["seed"] for r in rows[:-1]] == [0, 1]
+    assert final["eval_size"] == 8 and final["ref_solver"].startswith("pyvrp")
+    assert final["gap_ascent"] <= final["gap_ascent_multistart"] and final["gap_ascent"] > 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("rl4co") is None, reason="rl4co not installed (pip install 'ascent[rl4co]')"
+)
+def test_co_vs_rl4co_runs_rl4co_on_the_same_test_instances():
+    final = run("benchmarks/co_vs_rl4co.py", "--problem", "tsp", "--seeds", "1", *TINY)[-1]
+    assert (
+        final["wall_ratio"] > 0 and abs(final["params_rl4co"] - final["params_ascent"]) < 0.02 * final["params_ascent"]
+    )
+    assert 0 < final["gap_rl4co"] <= final["gap_rl4co_multistart"]
+
+
+@pytest.mark.parametrize("problem", ["tsp"])
+def test_co_poppy_prints_the_paired_difference(problem):
+    rows = run(
+        "benchmarks/co_poppy.py",
+        "--problem",
+        problem,
+        "--seeds",
+        "1",
+        "--pretrain",
+        "2",
+        "--steps",
+        "1",
+        "--agents",
+        "2",
+        "--batch-size",
+        "4",
+        "--eval-size",
+        "8",
+    )
+    arms = {r["arm"] for r in rows if "arm" in r}
+    assert arms == {"poppy", "pomo"}
+    summary = rows[-1]
+    assert summary["diff_gap_aug8"] == pytest.approx(summary["poppy_gap_aug8"] - summary["pomo_gap_aug8"], abs=1e-3)
