@@ -30,6 +30,7 @@ from pathlib import Path
 def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.app.compare import CompareError
     from ascent.app.runs import RunDirError
+    from ascent.co.problems import InstanceError
     from ascent.config.loader import ConfigError
     from ascent.logging.sinks import SinkError
     from ascent.registry import UnknownNameError
@@ -43,6 +44,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         CompareError,
         ConfigError,
         DataError,
+        InstanceError,
         UnknownNameError,
         RewardSpecError,
         RunDirError,
@@ -242,6 +244,8 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from ascent.app import model_eval
     from ascent.app.classic import evaluate_checkpoint, is_classic_run
+    from ascent.app.co import evaluate_checkpoint as evaluate_co
+    from ascent.app.co import is_co_run
     from ascent.app.pipeline import prepare
     from ascent.app.runs import RunDirError, find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
@@ -262,6 +266,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         )
     elif is_classic_run(run_dir):  # a Gymnasium run: deterministic episodes of the checkpoint's policy
         print(json.dumps(evaluate_checkpoint(run_dir, model_dir, overrides), indent=2))
+        return 0
+    elif is_co_run(run_dir):  # a routing run: test-set gaps of the checkpoint's policy
+        print(json.dumps(evaluate_co(run_dir, model_dir, overrides), indent=2))
         return 0
     else:
         cfg = read_run_config(run_dir, model_eval.model_overrides(None, args.task) + overrides)

@@ -26,7 +26,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
-from ascent.app.runs import RunDirError, open_run, trackers
+from ascent.app.runs import RunDirError, open_run, read_run_config, trackers
 from ascent.co.train import CoTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -64,6 +64,23 @@ class PolicyWeights:
 
     def load(self, folder: Path) -> None:
         self.module.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+
+
+def evaluate_checkpoint(run_dir: Path, model_dir: Path, overrides: Optional[list[str]] = None) -> dict[str, Any]:
+    """`ascent eval` of a CO run: the checkpoint's policy on the fixed test set, every mode of co.eval_modes
+    (overrides such as co.eval_size=100 or "co.eval_modes=[greedy]" apply)."""
+    cfg = read_run_config(run_dir, overrides)
+    torch.set_num_threads(cfg.threads or 1)
+    trainer = CoTrainer(cfg.co, cfg.seed)
+    PolicyWeights(trainer.policy).load(model_dir)
+    result = trainer.evaluate()
+    return {
+        "checkpoint": str(model_dir),
+        "steps": Checkpointer.load_state(model_dir)["trainer"]["steps"],
+        **{k.split("/", 1)[1]: round(v, 4) for k, v in result.items()},
+        "ref_solver": trainer.test.solver,
+        "test_instances": trainer.test.instances.size,
+    }
 
 
 def train_run(

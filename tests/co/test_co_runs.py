@@ -7,7 +7,7 @@ import json
 import pytest
 from safetensors.torch import load_file
 
-from ascent.app.co import train_run
+from ascent.app.co import evaluate_checkpoint, train_run
 from ascent.config import ConfigError, load_config
 
 TINY = "co.policy=attention_model(embed_dim=16, layers=1, heads=2, ff_hidden=32)"
@@ -31,6 +31,9 @@ def test_a_co_recipe_trains_into_a_run_directory_and_resumes_exactly(tmp_path, o
     assert straight.keys() == resumed.keys()
     assert all((straight[k] == resumed[k]).all() for k in straight)
 
+    evaluated = evaluate_checkpoint(run, run / "checkpoints" / "step_000004")
+    assert evaluated["steps"] == 4 and evaluated["gap_greedy"] == pytest.approx(saved["gap_greedy"], abs=1e-3)
+
 
 def test_bad_co_values_are_config_errors():
     with pytest.raises(ConfigError, match="co.starts must be in"):
@@ -39,3 +42,11 @@ def test_bad_co_values_are_config_errors():
         load_config("tsp20-pomo", ["co.policy=pointer_net"])
     with pytest.raises(ConfigError, match="co.problem"):
         load_config("tsp20-pomo", ["co.problem=jssp"])
+
+
+def test_the_cli_says_how_to_build_a_missing_test_set(tmp_path, capsys):
+    from ascent.cli import main
+
+    rc = main(["train", "tsp20-pomo", "co.n=13", f"output_dir={tmp_path}", f"co.test_cache={tmp_path / 'sets'}"])
+    assert rc == 2
+    assert "no test set for tsp13" in capsys.readouterr().err
