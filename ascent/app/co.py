@@ -26,7 +26,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
-from ascent.app.runs import RunDirError, open_run, read_run_config, trackers
+from ascent.app.runs import RunDirError, opened_run, read_run_config, trackers
 from ascent.co.train import CoTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -94,10 +94,10 @@ def train_run(
     """Open (or reopen, with `resume`) the run directory and train its `co:` section; the summary, or None when
     stopped at `stop_at` steps."""
     run_dir = Path(run_dir) if run_dir is not None else Path(cfg.output_dir) / cfg.name
-    cfg = open_run(cfg, run_dir, overwrite, resume, overrides)
-    if cfg.co is None:
-        raise RunDirError(f"{run_dir} is not a combinatorial-optimisation run (its config has no co: section)")
-    return train_co(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
+    with opened_run(cfg, run_dir, overwrite, resume, overrides) as cfg:
+        if cfg.co is None:
+            raise RunDirError(f"{run_dir} is not a combinatorial-optimisation run (its config has no co: section)")
+        return train_co(cfg, run_dir, resume, stop_at, trackers(cfg, run_dir))
 
 
 def train_co(

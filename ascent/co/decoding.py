@@ -89,24 +89,39 @@ def rollout(
 
 
 @torch.no_grad()
-def evaluate(policy: AttentionModel, inst: Instances, mode: Mode, batch_size: int = 256) -> torch.Tensor:
-    """(B,) tour lengths of the best solution per instance under decoding `mode` (policy in eval mode)."""
-    if mode not in MODES:
-        raise ValueError(f"unknown decoding mode {mode!r}; valid: {', '.join(MODES)}")
+def evaluate_modes(
+    policy: AttentionModel, inst: Instances, modes: list[str], batch_size: int = 64
+) -> dict[str, torch.Tensor]:
+    """{mode: (B,) tour lengths of the best solution per instance} for each decoding mode (policy in eval mode).
+    `multistart` is read off `multistart_aug8`'s identity fold when both are asked for (the same rollouts)."""
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise ValueError(f"unknown decoding mode {bad[0]!r}; valid: {', '.join(MODES)}")
     was_training = policy.training
     policy.eval()
-    out = []
+    agents = getattr(policy, "agents", 1)
+    out: dict[str, list[torch.Tensor]] = {m: [] for m in modes}
     for lo in range(0, inst.size, batch_size):
         part = inst[lo : lo + batch_size]
-        folds = 8 if mode == "multistart_aug8" else 1
-        aug = augment(part, folds)
-        agents = getattr(policy, "agents", 1)
-        if mode == "greedy":  # one solution per agent
-            sol = rollout(policy, aug, agents, starts=aug.problem == "tsp", greedy=True)
-        else:
+        b = part.size
+        if "greedy" in modes:  # one solution per agent
+            sol = rollout(policy, part, agents, starts=part.problem == "tsp", greedy=True)
+            out["greedy"].append((-sol.reward).min(dim=1).values)
+        multi = [m for m in modes if m != "greedy"]
+        if multi:
+            folds = 8 if "multistart_aug8" in multi else 1
+            aug = augment(part, folds)
             n_starts = len(make_env(aug).start_nodes())
             sol = rollout(policy, aug, agents * n_starts, starts=True, greedy=True)
-        best = (-sol.reward).min(dim=1).values  # (folds * b,)
-        out.append(best.view(folds, -1).min(dim=0).values)
+            best = (-sol.reward).min(dim=1).values.view(folds, b)  # fold 0: the identity
+            if "multistart" in multi:
+                out["multistart"].append(best[0])
+            if "multistart_aug8" in multi:
+                out["multistart_aug8"].append(best.min(dim=0).values)
     policy.train(was_training)
-    return torch.cat(out)
+    return {m: torch.cat(v) for m, v in out.items()}
+
+
+def evaluate(policy: AttentionModel, inst: Instances, mode: Mode, batch_size: int = 64) -> torch.Tensor:
+    """(B,) tour lengths of the best solution per instance under decoding `mode` (policy in eval mode)."""
+    return evaluate_modes(policy, inst, [mode], batch_size)[mode]

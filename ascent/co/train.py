@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ascent.co.decoding import MODES, evaluate, rollout
+from ascent.co.decoding import MODES, evaluate_modes, rollout
 from ascent.co.envs import make_env
 from ascent.co.losses import CO_LOSSES
 from ascent.co.model import CO_POLICIES
@@ -85,8 +85,7 @@ class CoTrainer:
     def evaluate(self, modes: Optional[list[str]] = None) -> dict[str, float]:
         """`eval/gap_<mode>` (percent) and `eval/cost_<mode>` for each decoding mode on the test set."""
         out = {}
-        for mode in modes or self.cfg.eval_modes:
-            costs = evaluate(self.policy, self.test.instances, mode)
+        for mode, costs in evaluate_modes(self.policy, self.test.instances, modes or self.cfg.eval_modes).items():
             out[f"eval/gap_{mode}"] = gap(costs, self.test.ref_cost)
             out[f"eval/cost_{mode}"] = float(costs.mean())
         return out

@@ -125,3 +125,13 @@ def test_the_folded_decoder_equals_kool_et_als_formulas(problem):
     if problem == "tsp":
         mask0 = env.reset(3).mask
         assert torch.allclose(fast0[mask0], slow(env.reset(3), placeholder=True)[mask0], atol=1e-5)
+
+
+def test_evaluating_modes_together_gives_what_each_gives_alone():
+    from ascent.co.decoding import evaluate_modes
+
+    inst = generate("cvrp", 8, 10, seed=3)
+    pol = policy("cvrp", seed=2)
+    together = evaluate_modes(pol, inst, ["greedy", "multistart", "multistart_aug8"], batch_size=4)
+    for mode, costs in together.items():
+        assert torch.allclose(costs, evaluate(pol, inst, mode, batch_size=7), atol=1e-5), mode
