@@ -172,18 +172,18 @@ def test_an_offline_run_resumes_exactly(tmp_path):
     from ascent.app.classic import train_run
     from ascent.config import load_config
 
-    data = bandit_dataset(tmp_path, 200)
-    gym.register("AscentOfflineTestBandit-v0", entry_point=Bandit)
-    try:
-        over = [f"classic.dataset={data}", "classic.env=AscentOfflineTestBandit-v0", "classic.total_steps=40",
-                "classic.algorithm=iql(hidden=[8],batch_size=16)", "classic.eval_episodes=2", f"output_dir={tmp_path}",
-                "logging.progress=false"]  # fmt: skip
-        whole = train_run(load_config("halfcheetah-sac", over + ["name=whole"]))
-        cfg = load_config("halfcheetah-sac", over + ["name=half"])
-        assert train_run(cfg, stop_at=20) is None
-        resumed = train_run(run_dir=tmp_path / "half", resume=True)
-    finally:
-        gym.registry.pop("AscentOfflineTestBandit-v0")
+    rng = np.random.default_rng(0)  # 200 random Pendulum-shaped transitions: resume does not need good data
+    T = 200
+    ep = Episode(rng.normal(size=(T + 1, 3)).astype(np.float32), rng.uniform(-2, 2, (T, 1)).astype(np.float32),
+                 rng.normal(size=T).astype(np.float32), np.zeros(T, bool), np.arange(T) == T - 1)  # fmt: skip
+    data = str(write_dataset(tmp_path, "pendulum-noise-v0", [ep], "Pendulum-v1", "noise"))
+    over = [f"classic.dataset={data}", "classic.env=Pendulum-v1", "classic.total_steps=40",
+            "classic.algorithm=iql(hidden=[8],batch_size=16)", "classic.eval_episodes=2", f"output_dir={tmp_path}",
+            "logging.progress=false"]  # fmt: skip
+    whole = train_run(load_config("halfcheetah-sac", over + ["name=whole"]))
+    cfg = load_config("halfcheetah-sac", over + ["name=half"])
+    assert train_run(cfg, stop_at=20) is None
+    resumed = train_run(run_dir=tmp_path / "half", resume=True)
     assert resumed["final_returns"] == whole["final_returns"] and resumed["env_steps"] == 40
     from safetensors.torch import load_file
 
