@@ -51,6 +51,16 @@ def remove_marked_dir(folder: Path, what: str) -> None:
     shutil.rmtree(folder)
 
 
+def _earlier_run(run_dir: Path) -> bool:
+    """A run made before runs were marked: its config.yaml and state.json are there and the config's `name` is
+    the folder's own (what `name=.` or `name=..` made is not: there the folder is runs/ or the project)."""
+    try:
+        raw = yaml.safe_load((run_dir / "config.yaml").read_text())
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return (run_dir / "state.json").is_file() and isinstance(raw, dict) and raw.get("name") == run_dir.name
+
+
 def find_config(target: Path) -> tuple[Path, Path]:
     """(run dir, model folder) for what `ascent eval` is given: a run directory or a checkpoint folder inside one."""
     return resolve_model_folder(Path(target))
@@ -144,7 +154,7 @@ def open_run(
                     f"{run_dir} already holds a run: continue it with `ascent train --resume {run_dir}`, "
                     "start over with --overwrite, or choose another name=..."
                 )
-            if not marked:
+            if not marked and not _earlier_run(run_dir):
                 raise RunDirError(
                     f"{run_dir} does not look like a run made by ascent (no {RUN_MARKER} file); --overwrite deletes "
                     "only those: remove it yourself if you mean to, or choose another name=..."

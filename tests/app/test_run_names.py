@@ -105,3 +105,19 @@ def test_incontext_name_cannot_escape(tmp_path):
     with pytest.raises(ConfigError, match=r"name='\.\.' cannot be a run name"):
         train_incontext("ad-bandit", [f"output_dir={tmp_path}", "name=.."], overwrite=True)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_run_made_before_the_marker_may_still_be_overwritten(project):
+    old = project / "runs" / "old"
+    old.mkdir()
+    (old / "config.yaml").write_text("name: old\n")
+    (old / "state.json").write_text("{}")
+    open_run(load_config("default", ["name=old"]), old, overwrite=True, resume=False)
+    release_run_dir(old)
+    assert (old / RUN_MARKER).is_file() and not (old / "state.json").exists()
+    # what name=. left behind (config.yaml and state.json in runs/ itself, named ".") is no such run
+    (project / "runs" / "config.yaml").write_text("name: .\n")
+    (project / "runs" / "state.json").write_text("{}")
+    with pytest.raises(RunDirError, match="does not look like a run made by ascent"):
+        open_run(load_config("default", ["name=x"]), project / "runs", overwrite=True, resume=False)
+    assert (project / "runs" / "precious_run" / "state.json").exists()
