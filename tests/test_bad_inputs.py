@@ -475,7 +475,7 @@ def _without_bwrap(provoke: Callable[[], str]) -> str:
 
 def _unmarked(tmp: Path) -> str:
     (tmp / "x").mkdir()
-    (tmp / "x" / "config.yaml").write_text("name: x\n")
+    (tmp / "x" / "config.yaml").write_text("model: my own project's settings\n")  # no ascent run's config
     (tmp / "x" / "state.json").write_text("{}")
     return cli(["train", "default", *TINY, f"output_dir={tmp}", "name=x", "--overwrite"])
 
