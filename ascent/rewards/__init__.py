@@ -15,6 +15,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     sandbox,  # noqa: F401,E402 - code_tests
     self_judge,  # noqa: F401,E402 - self_judge (the policy judges its own completions)
     shaping,
+    sql,  # noqa: F401,E402 - sql_exec (Text-to-SQL execution match)
 )
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.runner import RewardResult, RewardRunner, RewardSpecError, resolve_reward

@@ -15,6 +15,7 @@ from ascent.tasks import (  # noqa: F401
     hf_dataset,
     jsonl,
     search_world,
+    sql_world,
     textworld,
     word_problems,
 )
