@@ -108,7 +108,7 @@ def test_char_template_demonstrations(recipes, name):
 
 
 # sql_world is left out here: with seed 7 the random tiny model samples "a" + "ra" where the canonical segmentation
-# of its sql_world pieces is "ar" + "a" (the checker reports "same text, different tokenisation"), as SmolLM2 does below.
+# of its pieces is "ar" + "a" (the checker reports "same text, different tokenisation"), as SmolLM2 does below.
 @pytest.mark.parametrize("name", ["search_world", "textworld"])
 def test_char_template_real_tiny_model_sampling(recipes, name):
     from transformers import Qwen2Config, Qwen2ForCausalLM
