@@ -37,6 +37,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from ascent.rewards.runner import RewardSpecError
     from ascent.tasks import DataError
     from ascent.trainer.checkpoint import CheckpointError
+    from ascent.trainer.distributed import LearnerProcessError
     from ascent.trainer.rl import TrainingError
 
     return (
@@ -45,6 +46,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
         ConfigError,
         DataError,
         InstanceError,
+        LearnerProcessError,
         UnknownNameError,
         RewardSpecError,
         RunDirError,

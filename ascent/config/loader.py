@@ -346,6 +346,7 @@ def check_run_name(name: Any, key: str = "name") -> None:
 def validate(cfg: RunConfig) -> None:
     """Cross-field checks; each failure says what to change."""
     check_run_name(cfg.name)
+    _check_learner(cfg)
     if cfg.classic is not None:  # a Gymnasium run (ascent.classic) uses none of the language-model sections
         from ascent.classic.checks import check_classic
 
@@ -492,6 +493,18 @@ def _check_agent(cfg: RunConfig) -> None:
         raise ConfigError(
             f"agent.max_total_tokens={a.max_total_tokens} exceeds "
             f"model.max_position_embeddings={cfg.model.max_position_embeddings}; raise the latter or lower the former"
+        )
+
+
+def _check_learner(cfg: RunConfig) -> None:
+    """learner.world_size: at least 1; more only for the language-model RL learner."""
+    n, timeout = cfg.learner.world_size, cfg.learner.timeout_s
+    if n < 1 or timeout <= 0:
+        raise ConfigError(f"learner.world_size must be >= 1 and learner.timeout_s > 0, got {n} and {timeout}")
+    if n > 1 and (cfg.classic is not None or cfg.co is not None):
+        kind = "classic" if cfg.classic is not None else "co"
+        raise ConfigError(
+            f"learner.world_size={n}: data parallelism covers the language-model learner, not {kind} runs"
         )
 
 

@@ -453,6 +453,19 @@ class CoConfig:
 
 
 @dataclass(frozen=True)
+class LearnerConfig:
+    """The learner's processes: data parallelism over `torch.distributed` (`ascent.trainer.distributed`)."""
+
+    world_size: int = 1
+    """Learner processes (ranks). 1: the learner runs in the driver alone. N > 1: the driver is rank 0 (it
+    holds the weights the rollout uses) and N - 1 spawned processes hold replicas; each optimizer step's
+    micro-batches are dealt out among the ranks and the gradients summed with an all-reduce (gloo on CPU,
+    NCCL on GPU: rank r uses cuda:r), so a step equals the one-process step up to float rounding."""
+    timeout_s: float = 600.0
+    """Process-group timeout: a collective that waits longer than this (a rank hung or gone) fails the run."""
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole run: recipe plus overrides."""
 
@@ -501,6 +514,8 @@ class RunConfig:
     actors sampling ahead of the learner within ray.max_staleness versions; `ascent.runtime`)."""
     ray: RayConfig = field(default_factory=lambda: RayConfig())  # RayConfig is defined just below
     """Ray runtime settings (runtime=ray)."""
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    """Learner processes (data parallelism)."""
     classic: Optional[ClassicConfig] = None
     """A classic online deep-RL run on Gymnasium (`ascent.classic`); None: a language-model run."""
     co: Optional[CoConfig] = None

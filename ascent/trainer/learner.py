@@ -31,8 +31,10 @@ from ascent.config.schema import RunConfig
 from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
+from ascent.trainer.distributed import DataParallel, Ranks, init_group, pack, receive, unpack
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 from ascent.trainer.precision import Precision, decide, resolve, settled
+from ascent.typed import ConfigError
 
 
 @dataclass
@@ -56,7 +58,9 @@ class Learner:
     the sampling temperature and completion length from `rollout`. `states`: the configured pieces' states
     (`ascent.algorithms.state.PieceState`), whose hooks add loss inputs and steps of their own."""
 
-    def __init__(self, policy: Policy, cfg: RunConfig, states: Sequence[PieceState] = ()) -> None:
+    def __init__(
+        self, policy: Policy, cfg: RunConfig, states: Sequence[PieceState] = (), ranks: Optional[Ranks] = None
+    ) -> None:
         algo, train = cfg.algorithm, cfg.train
         self.policy, self.algo, self.optim_cfg = policy, algo, train.optim
         self.fused_norms = fuse_rms_norms(policy.model) if train.fused_norm else 0
@@ -90,6 +94,13 @@ class Learner:
         """Rows whose advantages are all zero are left out of the forward/backward (`train.skip_zero_advantage`)."""
         self._monitor_next = False  # the next micro-batch logs kl/ref_k3 (the first one of each update)
         self.states: list[PieceState] = list(states)
+        self.cfg = cfg
+        n = cfg.learner.world_size
+        self.ranks: Ranks = ranks or (
+            DataParallel(n, cfg.learner.timeout_s, policy.device, serve_rank) if n > 1 else Ranks()
+        )
+        """This process's rank among `learner.world_size` data-parallel learner ranks (`ascent.trainer.distributed`):
+        a `DataParallel` in the driver when world_size > 1 (rank 0, which starts the others)."""
 
     def reference_model(self) -> torch.nn.Module:
         """The frozen reference (the policy as it was when the learner was built), made on first use; with
@@ -190,6 +201,8 @@ class Learner:
         self.policy.model.train()
         if self.precision.pending:
             self.settle_precision(batch)
+        if isinstance(self.ranks, DataParallel):
+            self.share_update(batch, advantages, valid, rewards)
         steps = self.algo.ppo_epochs * self.algo.mini_batches
         old = self.logprobs(self.policy.model, batch) if steps > 1 else None  # (N, T) pre-update policy
         mask = batch.completion_mask * valid[:, None].float()  # (N, T)
@@ -203,7 +216,7 @@ class Learner:
             state.begin_update(batch, rewards, valid, mask)
         bounds = self.mini_batch_bounds(batch)
         skipped = 0
-        self._monitor_next = self.kl_monitor
+        self._monitor_next = self.kl_monitor and self.ranks.rank == 0  # the step's first micro-batch is rank 0's
         if self.skip_zero_advantage and not bool(((advantages * mask) != 0).any()):
             # every row will be skipped: the monitors run on the batch's first rows before the (zero) step
             kl, mismatch = self.monitor_kl(batch, mask, self.kl_monitor)
@@ -320,7 +333,10 @@ class Learner:
             metrics["loss/zero_advantage_rows_skipped"] = 1.0 - float(keep[rows].float().mean())
         subs = self.micro_batches(batch, rows, keep)
         weight = float(sum(len(s) for s in subs)) or 1.0
-        for sub in subs:
+        summed: dict[str, float] = {}
+        maxed: dict[str, float] = {}
+        bad = False
+        for sub in self.ranks.shard(subs):  # all of them with one rank
             width = int(batch.attention_mask[sub].sum(-1).max())
             dev = self.policy.device  # rollout batches live on the CPU; the micro-batch goes where the model is
             mb = MicroBatch(
@@ -336,17 +352,24 @@ class Learner:
             )
             loss, m, mismatch = self.micro_loss(mb, num_tokens, num_seqs)
             if mismatch is not None:
-                metrics["rollout/logprob_mismatch"] = max(metrics.get("rollout/logprob_mismatch", 0.0), mismatch)
+                maxed["rollout/logprob_mismatch"] = max(maxed.get("rollout/logprob_mismatch", 0.0), mismatch)
             if not math.isfinite(float(loss.detach())):
-                self.optimizer.zero_grad(set_to_none=True)
-                return {"loss/skipped": 1.0, "loss/nonfinite": 1.0}
+                bad = True
+                break
             loss.backward()
             for k, v in m.items():
-                metrics[k] = metrics.get(k, 0.0) + v * len(sub) / weight
+                summed[k] = summed.get(k, 0.0) + v * len(sub) / weight
         if not subs:  # every row skipped: a zero gradient, as the full forward would have given
             for group in self.optimizer.param_groups:
                 for p in group["params"]:
                     p.grad = torch.zeros_like(p)
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        if self.ranks.reduce_gradients(params, bad):  # the sum over the ranks' micro-batches (one rank: as is)
+            self.optimizer.zero_grad(set_to_none=True)
+            return {"loss/skipped": 1.0, "loss/nonfinite": 1.0}
+        summed, maxed = self.ranks.reduce_metrics(summed, maxed)
+        metrics.update(maxed)
+        metrics.update(summed)
         norm, stepped = clip_and_step(self.policy.model, self.optimizer, self.scheduler, self.optim_cfg.grad_clip)
         metrics.update({"loss/grad_norm": norm, "loss/skipped": float(not stepped)})
         return metrics
@@ -408,7 +431,46 @@ class Learner:
             "precision": precision,
         }
 
+    def check_shardable(self) -> None:
+        """Refuse learner.world_size > 1 with pieces whose states the ranks would not share (a critic, running
+        statistics: each rank would see only its micro-batches, or only rank 0 the batch)."""
+        if self.ranks.world_size > 1 and self.states:
+            names = ", ".join(sorted({type(s).__name__ for s in self.states}))
+            raise ConfigError(
+                f"learner.world_size={self.ranks.world_size}: the pieces' states ({names}) are not sharded across "
+                "learner ranks yet; set learner.world_size=1 for this algorithm"
+            )
+
+    def share_update(
+        self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor]
+    ) -> None:
+        """Rank 0: start the other learner ranks (first update) or bring them to this rank's weights and state
+        (after `load_state_dict`), then send them this update's inputs."""
+        par = self.ranks
+        assert isinstance(par, DataParallel)
+        self.check_shardable()
+        if par.stale:
+            reference = (
+                self.reference if self.reference is not None and self.reference is not self.policy.model else None
+            )
+            blob = pack(
+                {
+                    "model": self.policy.model,
+                    "reference": reference,
+                    "adapters_off": self.adapters_off,
+                    "learner": self.state_dict(),
+                }
+            )
+            if par.started:
+                par.send(("sync", blob))
+            else:
+                par.start(blob, self.cfg)
+            par.stale = False
+        par.send(("update", (batch, advantages, valid, rewards, fingerprint(self.policy.model))))
+
     def load_state_dict(self, state: dict) -> None:
+        if isinstance(self.ranks, DataParallel):
+            self.ranks.stale = True
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         saved = state.get("precision")
@@ -434,3 +496,61 @@ def group_starts(group_index: torch.Tensor) -> list[int]:
     n = len(group_index)
     change = (group_index[1:] != group_index[:-1]).nonzero().squeeze(-1) + 1
     return [0] + change.tolist() + [n] if n else [0]
+
+
+def fingerprint(model: torch.nn.Module) -> float:
+    """A sum over every weight (float64): replicas that took the same steps agree on it bit for bit."""
+    with torch.no_grad():
+        return float(sum(p.detach().double().sum() for p in model.parameters()).item())
+
+
+def serve_rank(
+    rank: int, world_size: int, init_method: str, timeout_s: float, backend: str, blob: bytes, cfg: RunConfig
+) -> None:
+    """Learner rank 1..N-1 (a process spawned by rank 0's `DataParallel`): a replica built from rank 0's model,
+    reference and learner state (`blob`), which takes rank 0's updates in step with it until told to stop. Any
+    failure prints one line and exits with status 1, which rank 0 reports."""
+    import sys
+
+    import torch.distributed as dist
+
+    try:
+        if cfg.threads > 0:
+            torch.set_num_threads(cfg.threads)
+        device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        init_group(rank, world_size, init_method, timeout_s, backend)
+        learner = replica(unpack(blob, device), cfg, Ranks(rank, world_size))
+        while True:
+            kind, payload = receive(device, backend)
+            if kind == "stop":
+                break
+            if kind == "sync":
+                learner = replica(unpack(payload, device), cfg, Ranks(rank, world_size))
+                continue
+            batch, advantages, valid, rewards, expected = payload
+            if fingerprint(learner.policy.model) != expected:
+                raise RuntimeError("this replica's weights differ from rank 0's (changed outside Learner.update)")
+            learner.update(batch, advantages, valid, rewards)
+    except Exception as err:  # noqa: BLE001 - one line for the log; rank 0 reports the exit
+        print(
+            f"ascent learner rank {rank}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def replica(state: dict, cfg: RunConfig, ranks: Ranks) -> "Learner":
+    """A learner rank's replica of rank 0's learner: its model, frozen reference and optimizer/scheduler state."""
+    learner = Learner(Policy(model=state["model"], tokenizer=None), cfg, ranks=ranks)
+    learner.adapters_off = state["adapters_off"]
+    if state["reference"] is not None:
+        learner.reference = state["reference"]
+    elif learner.adapters_off and learner.reference is not None:
+        learner.reference = learner.policy.model  # under reference_mode, as on rank 0
+    learner.load_state_dict(state["learner"])
+    return learner

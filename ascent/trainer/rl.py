@@ -63,6 +63,7 @@ class RLTrainer:
         self.states = {kind: p.state(p.params, self.services) for kind, p in pieces.items() if p.state is not None}
         """The configured pieces' states, by kind (`ascent.algorithms.state.PieceState`)."""
         self.learner.states = list(self.states.values())
+        self.learner.check_shardable()  # learner.world_size > 1 with a piece state: refused here, in one line
         self.generator = torch.Generator().manual_seed(cfg.seed)
         self.step_count, self.bad_steps = 0, 0
         self.last: Optional[StepSamples] = None
