@@ -429,6 +429,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "worker_batch_s": args.worker_batch_s,
         "learner_step_s": args.learner_step_s,
         "sync_s": args.sync_s,
+        "learner_ranks": args.learner_ranks,
     }
     return plan_command(args.run_dir, overrides, args.max_staleness, args.json)
 
@@ -561,6 +562,7 @@ def parser() -> argparse.ArgumentParser:
         ("--worker-batch-s", "one worker's seconds to sample and score a step's batch"),
         ("--learner-step-s", "learner seconds per step"),
         ("--sync-s", "weight-sync seconds per version"),
+        ("--learner-ranks", "learner processes (learner.world_size) the learner step time was measured with"),
     ]:
         pl.add_argument(flag, type=float, help=f"{text} (overrides the run's)")
     pl.add_argument(

@@ -35,6 +35,8 @@ ASSUMPTIONS = [
     "publishing costs the learner nothing",
     "reward latency is part of the worker's batch time (workers score their own batches); no worker failures",
     "a local (runtime=local) run's rollout + reward time stands for one worker's batch time",
+    "T_learn is the update time with the run's learner ranks (learner.world_size); other rank counts change it "
+    "(not modelled); each learner rank and each worker is one process with its own compute",
 ]
 
 
@@ -50,6 +52,8 @@ class Measurements:
     """T_learn: the learner's seconds per step (the update)."""
     sync_s: float
     """T_sync: seconds to get a new version's weights into a worker."""
+    learner_ranks: int = 1
+    """Learner processes (learner.world_size) that T_learn was measured with."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class Row:
     step_s: float
     samples_per_s: float
     learner_busy: float
+    processes: int = 0
+    """Processes the layout runs: the learner ranks (rank 0 is the driver) plus the rollout workers."""
 
 
 def step_seconds(m: Measurements, workers: int, max_staleness: int) -> float:
@@ -83,7 +89,7 @@ def workers_needed(m: Measurements) -> int:
 
 def row(m: Measurements, workers: int, max_staleness: int) -> Row:
     p = step_seconds(m, workers, max_staleness)
-    return Row(workers, max_staleness, p, m.samples_per_step / p, m.learner_step_s / p)
+    return Row(workers, max_staleness, p, m.samples_per_step / p, m.learner_step_s / p, m.learner_ranks + workers)
 
 
 def table(m: Measurements, max_staleness: Optional[int] = None) -> list[Row]:
@@ -135,6 +141,7 @@ def plan_command(
         found = measure(Path(run_dir))
         cfg = config_from_dict(yaml.safe_load((Path(run_dir) / "config.yaml").read_text()))
         found["samples_per_step"] = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
+        found["learner_ranks"] = cfg.learner.world_size
     found.update({k: v for k, v in overrides.items() if v is not None})
     found.setdefault("sync_s", 0.0)
     missing = [k for k in ("samples_per_step", "worker_batch_s", "learner_step_s") if k not in found]
@@ -150,6 +157,7 @@ def plan_command(
         float(found["worker_batch_s"]),
         float(found["learner_step_s"]),
         float(found["sync_s"]),
+        int(found.get("learner_ranks") or 1),
     )
     rows = table(m, max_staleness)
     if as_json:
@@ -174,17 +182,19 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
     lines = [
         f"measured: {m.samples_per_step} samples per step; one worker: {m.worker_batch_s:.3f} s per batch "
         f"({m.samples_per_step / m.worker_batch_s:.1f} samples/s) "
-        f"+ {m.sync_s:.3f} s weight sync; learner: {m.learner_step_s:.3f} s per step",
+        f"+ {m.sync_s:.3f} s weight sync; learner: {m.learner_step_s:.3f} s per step "
+        f"on {m.learner_ranks} rank{'s' if m.learner_ranks > 1 else ''} (learner.world_size)",
         "model (ECHO-2, Xiao et al. 2026): "
         "step = max(T_learn, (T_sync + T_worker) / workers, (T_sync + T_worker + T_learn) / (K + 1))",
         f"-> {need} rollout workers at ray.max_staleness={staleness_needed(m, need)} keep the learner busy "
         f"({m.samples_per_step / m.learner_step_s:.1f} samples/s, "
         f"{(m.sync_s + m.worker_batch_s + m.learner_step_s) / m.learner_step_s:.2f}x the synchronous loop)",
         "",
-        f"{'workers':>8} {'K':>4} {'step s':>9} {'samples/s':>10} {'learner busy':>13}",
+        f"{'workers':>8} {'K':>4} {'step s':>9} {'samples/s':>10} {'learner busy':>13} {'processes':>10}",
     ]
     lines += [
-        f"{r.workers:>8} {r.max_staleness:>4} {r.step_s:>9.3f} {r.samples_per_s:>10.1f} {r.learner_busy:>12.0%}"
+        f"{r.workers:>8} {r.max_staleness:>4} {r.step_s:>9.3f} {r.samples_per_s:>10.1f} {r.learner_busy:>12.0%} "
+        f"{r.processes:>10}"
         for r in rows
     ]
     if max_staleness is not None and need > max_staleness:

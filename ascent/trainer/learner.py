@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -35,6 +36,8 @@ from ascent.trainer.distributed import DataParallel, Ranks, init_group, pack, re
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 from ascent.trainer.precision import Precision, decide, resolve, settled
 from ascent.typed import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -101,6 +104,17 @@ class Learner:
         )
         """This process's rank among `learner.world_size` data-parallel learner ranks (`ascent.trainer.distributed`):
         a `DataParallel` in the driver when world_size > 1 (rank 0, which starts the others)."""
+        if n > 1 and ranks is None:
+            rows = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt / algo.mini_batches
+            if math.ceil(rows / self.micro_batch_size) < n:
+                log.warning(
+                    "learner.world_size=%d but an optimizer step has about %d rows in micro-batches of %d: some ranks "
+                    "get no micro-batch and idle; lower train.micro_batch_size to <= %d to give every rank work",
+                    n,
+                    rows,
+                    self.micro_batch_size,
+                    max(1, int(rows // n)),
+                )
 
     def reference_model(self) -> torch.nn.Module:
         """The frozen reference (the policy as it was when the learner was built), made on first use; with

@@ -44,7 +44,7 @@ def test_workers_and_staleness_needed_keep_the_learner_busy():
 
 
 def test_plan_command_reads_a_run_directory(tmp_path, capsys):
-    cfg = load_config("default", ["train.prompts_per_step=6", "rollout.samples_per_prompt=4"])
+    cfg = load_config("default", ["train.prompts_per_step=6", "rollout.samples_per_prompt=4", "learner.world_size=2"])
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     steps = [
         {
@@ -65,6 +65,7 @@ def test_plan_command_reads_a_run_directory(tmp_path, capsys):
         "worker_batch_s": 2.0,
         "learner_step_s": 0.5,
         "sync_s": 0.1,
+        "learner_ranks": 2,
     }  # step 1 (start-up) left out
     assert out["workers_needed"] == 5 and out["rows"][0] == {
         "workers": 1,
@@ -72,9 +73,14 @@ def test_plan_command_reads_a_run_directory(tmp_path, capsys):
         "step_s": 2.6,
         "samples_per_s": 24 / 2.6,
         "learner_busy": 0.5 / 2.6,
+        "processes": 3,  # two learner ranks (the driver is rank 0) and one rollout worker
     }
+    assert [r["processes"] - r["workers"] for r in out["rows"]] == [2] * len(out["rows"])
     assert main(["plan", str(tmp_path), "--learner-step-s", "2.1"]) == 0
     text = capsys.readouterr().out
     assert "-> 1 rollout workers at ray.max_staleness=1" in text and "assumptions:" in text
+    assert "0.500 s per step on 2 ranks" not in text and "2.100 s per step on 2 ranks (learner.world_size)" in text
+    assert main(["plan", str(tmp_path), "--learner-ranks", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["processes"] == 2
     assert main(["plan", "--worker-batch-s", "1"]) == 2
     assert "needs samples_per_step, learner_step_s" in capsys.readouterr().err
