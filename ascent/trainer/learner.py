@@ -446,8 +446,8 @@ class Learner:
         }
 
     def check_shardable(self) -> None:
-        """Refuse learner.world_size > 1 with pieces whose states the ranks would not share (a critic, running
-        statistics: each rank would see only its micro-batches, or only rank 0 the batch)."""
+        """Refuse learner.world_size > 1 with pieces whose states the ranks would not share (a learned value model,
+        running statistics: each rank would see only its micro-batches, or only rank 0 the batch)."""
         if self.ranks.world_size > 1 and self.states:
             names = ", ".join(sorted({type(s).__name__ for s in self.states}))
             raise ConfigError(
