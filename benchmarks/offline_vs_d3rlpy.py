@@ -54,7 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--algo", choices=["iql", "td3_bc"], required=True)
     p.add_argument("--dataset", choices=sorted(DATASETS), required=True)
-    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 on each side")
+    p.add_argument("--seeds", type=int, default=3, help="seeds first..first+N-1 on each side")
+    p.add_argument("--first-seed", type=int, default=0, help="the first seed")
     p.add_argument("--steps", type=int, default=20_000, help="gradient steps per run, both sides")
     p.add_argument("--hidden", default="256,256", help="hidden widths of every network, both sides")
     p.add_argument("--eval-episodes", type=int, default=10)
@@ -183,8 +184,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"expert {data['ref_max_score']:.1f})"
     )
     runs: dict[str, list[dict[str, Any]]] = {side: [] for side in args.sides}
-    for seed in range(args.seeds):
-        order = args.sides if seed % 2 == 0 else args.sides[::-1]  # A B, B A, A B: ABBA over seeds
+    for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
+        order = args.sides if i % 2 == 0 else args.sides[::-1]  # A B, B A, A B: ABBA over seeds
         for side in order:
             before = [round(x, 2) for x in os.getloadavg()]
             r = (run_ascent if side == "ascent" else run_d3rlpy)(args, data, seed, work)
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "steps": args.steps,
         "hidden": args.hidden,
         "seeds": args.seeds,
+        "first_seed": args.first_seed,
         "eval_episodes": args.eval_episodes,
         "machine": machine(),
         **{side: s for side, s in sides.items()},
