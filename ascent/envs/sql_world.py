@@ -243,21 +243,9 @@ def run_readonly(
     """
     if not isinstance(sql, str) or not sql.strip():
         raise QueryError("empty query; write one SELECT statement")
-    denied: list[str] = []
-
-    def authorize(action: int, *_: Any) -> int:
-        if action in _ALLOWED:
-            return sqlite3.SQLITE_OK
-        denied.append(_AUTH_ACTIONS.get(action, f"action {action}"))
-        return sqlite3.SQLITE_DENY
-
-    deadline = time.perf_counter() + seconds
     conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
     try:
-        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_chars)
-        conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        conn.set_authorizer(authorize)
-        conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), 1000)
+        denied = guard(conn, seconds, max_value_chars)
         try:
             cur = conn.execute(sql)
             rows = cur.fetchmany(max_rows + 1)
@@ -269,6 +257,26 @@ def run_readonly(
         return QueryResult(columns, rows[:max_rows], len(rows) > max_rows)
     finally:
         conn.close()
+
+
+def guard(conn: sqlite3.Connection, seconds: float = 1.0, max_value_chars: int = 10_000) -> list[str]:
+    """Make `conn` read-only and time-limited whatever mode it was opened in: an authorizer that denies every
+    action but reading (the returned list collects the names of denied actions), a progress handler that
+    interrupts a statement after `seconds` from now, no attached databases, values up to `max_value_chars`."""
+    denied: list[str] = []
+
+    def authorize(action: int, *_: Any) -> int:
+        if action in _ALLOWED:
+            return sqlite3.SQLITE_OK
+        denied.append(_AUTH_ACTIONS.get(action, f"action {action}"))
+        return sqlite3.SQLITE_DENY
+
+    deadline = time.perf_counter() + seconds
+    conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_chars)
+    conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+    conn.set_authorizer(authorize)
+    conn.set_progress_handler(lambda: int(time.perf_counter() > deadline), 1000)
+    return denied
 
 
 def _explain(e: sqlite3.Error, denied: list[str], seconds: float) -> str:

@@ -21,6 +21,7 @@ from ascent.envs.sql_world import (
     SqlWorld,
     SqlWorldConfig,
     canonical,
+    guard,
     results_match,
     run_readonly,
 )
@@ -183,6 +184,34 @@ def test_run_readonly_refuses_a_write_and_the_rows_stay(world):
         assert conn.execute("SELECT COUNT(*) FROM orders").fetchone()[0] == len(world.children)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "sql", ["DELETE FROM orders", "INSERT INTO orders VALUES (99, 1, 'x', 1)", "DROP TABLE orders"]
+)
+def test_each_guard_alone_keeps_the_file_unchanged(world, tmp_path, sql):
+    """Defence in depth: the authorizer refuses writes on a writable connection, and a mode=ro connection
+    without the authorizer refuses them too."""
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(world.path.read_bytes())
+    before = digest(copy)
+    conn = sqlite3.connect(copy)  # writable
+    denied = guard(conn)
+    with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+        conn.execute(sql)
+    conn.commit()
+    conn.close()
+    assert denied and digest(copy) == before
+    conn = sqlite3.connect(f"{copy.resolve().as_uri()}?mode=ro", uri=True)  # no authorizer
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        conn.execute(sql)
+    conn.close()
+    assert digest(copy) == before
+    conn = sqlite3.connect(copy)  # the control: without either guard the statement does change the file
+    conn.execute(sql)
+    conn.commit()
+    conn.close()
+    assert digest(copy) != before
 
 
 def test_row_limit_cuts_results_with_a_marker(world):
