@@ -30,7 +30,7 @@ import atexit
 import datetime
 import io
 import socket
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -110,6 +110,7 @@ class DataParallel(Ranks):
         self.timeout_s, self.device, self.target = timeout_s, device, target
         self.backend = "nccl" if device.type == "cuda" else "gloo"
         self.procs: list[Any] = []
+        self.control: Any = None
         self.started = False
         self.failed = False  # a rank died or a collective failed: nothing more runs on this group
         self.stale = True  # the ranks need rank 0's weights and learner state before the next update
@@ -134,7 +135,7 @@ class DataParallel(Ranks):
             self.procs.append(proc)
         atexit.register(self.close)
         self.started = True
-        self._call(lambda: init_group(0, self.world_size, init, self.timeout_s, self.backend))
+        self.control = self._call(lambda: init_group(0, self.world_size, init, self.timeout_s, self.backend))
 
     def send(self, message: tuple) -> None:
         """Broadcast a message (kind, payload) to ranks 1..N-1."""
@@ -143,10 +144,7 @@ class DataParallel(Ranks):
                 "the learner ranks stopped after an earlier failure; resume the run with --resume"
             )
         self.check_alive()
-        self._call(lambda: dist.broadcast_object_list([message], src=0, device=self._object_device()))
-
-    def _object_device(self) -> Optional[torch.device]:
-        return self.device if self.backend == "nccl" else None
+        self._call(lambda: dist.broadcast_object_list([message], src=0, group=self.control))
 
     def check_alive(self) -> None:
         for rank, proc in enumerate(self.procs, start=1):
@@ -190,7 +188,7 @@ class DataParallel(Ranks):
             return
         try:
             if all(p.is_alive() for p in self.procs):
-                dist.broadcast_object_list([("stop", None)], src=0, device=self._object_device())
+                dist.broadcast_object_list([("stop", None)], src=0, group=self.control)
                 for proc in self.procs:
                     proc.join(timeout=self.timeout_s)
         except (RuntimeError, OSError):
@@ -198,8 +196,14 @@ class DataParallel(Ranks):
         self.abort()
 
 
-def init_group(rank: int, world_size: int, init_method: str, timeout_s: float, backend: str) -> None:
-    """Join the learner's process group (the default group of this process)."""
+CONTROL_TIMEOUT = datetime.timedelta(days=30)
+"""How long ranks 1..N-1 wait for rank 0's next message: rollouts and evaluations between two updates may take
+any time (a rank 0 that dies closes the connection, which ends the wait at once)."""
+
+
+def init_group(rank: int, world_size: int, init_method: str, timeout_s: float, backend: str) -> Any:
+    """Join the learner's process group (the default group of this process; its collectives time out after
+    `timeout_s`) and return the control group (gloo, CPU) on which rank 0 sends its messages."""
     dist.init_process_group(
         backend,
         init_method=init_method,
@@ -207,6 +211,7 @@ def init_group(rank: int, world_size: int, init_method: str, timeout_s: float, b
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
+    return dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT)
 
 
 def pack(obj: Any) -> bytes:
@@ -222,8 +227,8 @@ def unpack(blob: bytes, device: torch.device) -> Any:
     return torch.load(io.BytesIO(blob), map_location=device, weights_only=False)
 
 
-def receive(device: torch.device, backend: str) -> tuple:
-    """The next message rank 0 broadcasts (ranks 1..N-1)."""
+def receive(control: Any) -> tuple:
+    """The next message rank 0 broadcasts on the control group (ranks 1..N-1)."""
     box: list[Any] = [None]
-    dist.broadcast_object_list(box, src=0, device=device if backend == "nccl" else None)
+    dist.broadcast_object_list(box, src=0, group=control)
     return box[0]

@@ -534,10 +534,10 @@ def serve_rank(
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        init_group(rank, world_size, init_method, timeout_s, backend)
+        control = init_group(rank, world_size, init_method, timeout_s, backend)
         learner = replica(unpack(blob, device), cfg, Ranks(rank, world_size))
         while True:
-            kind, payload = receive(device, backend)
+            kind, payload = receive(control)
             if kind == "stop":
                 break
             if kind == "sync":
