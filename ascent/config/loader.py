@@ -506,6 +506,21 @@ def _check_learner(cfg: RunConfig) -> None:
         raise ConfigError(
             f"learner.world_size={n}: data parallelism covers the language-model learner, not {kind} runs"
         )
+    if n > 1:
+        from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
+
+        a = cfg.algorithm
+        for key, reg, spec in [
+            ("algorithm.advantage", ADVANTAGES, a.advantage),
+            ("algorithm.loss", LOSSES, a.loss),
+            ("algorithm.filter", FILTERS, a.filter),
+        ]:
+            piece = reg.resolve(spec, key=key)
+            if piece.state is not None:
+                raise ConfigError(
+                    f"learner.world_size={n}: {key}={piece.name} keeps a state of its own ({piece.state.__name__}), "
+                    "which is not sharded across learner ranks yet; set learner.world_size=1 for it"
+                )
 
 
 def _check_runtime(cfg: RunConfig) -> None:

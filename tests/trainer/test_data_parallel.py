@@ -123,8 +123,6 @@ def test_a_killed_rank_fails_the_update_in_one_line(tokenizer):
 
 
 def test_piece_states_are_refused_with_more_than_one_rank(tokenizer):
-    from ascent.trainer.rl import RLTrainer  # noqa: F401 - the trainer calls check_shardable after building states
-
     model = tiny_qwen(tokenizer, seed=3, hidden=32, layers=2)
     learner = Learner(Policy(model=model, tokenizer=tokenizer), config(2), states=[object()])
     with pytest.raises(ConfigError, match=r"^learner.world_size=2: the pieces' states \(object\) are not sharded"):
@@ -135,3 +133,8 @@ def test_piece_states_are_refused_with_more_than_one_rank(tokenizer):
 def test_world_size_is_checked():
     with pytest.raises(ConfigError, match="learner.world_size must be >= 1"):
         load_config("default", ["learner.world_size=0"])
+    with pytest.raises(ConfigError, match=r"^learner.world_size=2: algorithm.advantage=reinforce_pp keeps a state"):
+        load_config("default", ["learner.world_size=2", "algorithm.advantage=reinforce_pp"])
+    with pytest.raises(ConfigError, match=r"^learner.world_size=2: algorithm.advantage=gae keeps a state"):
+        load_config("default", ["learner.world_size=2", "algorithm.advantage=gae"])
+    assert load_config("default", ["learner.world_size=2"]).learner.world_size == 2
