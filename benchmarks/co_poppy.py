@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--problem", choices=["tsp", "cvrp"], default="tsp")
     ap.add_argument("--n", type=int, default=20)
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first_seed .. first_seed + seeds - 1")
     ap.add_argument("--pretrain", type=int, default=100, help="phase 1: POMO steps of the single agent")
     ap.add_argument("--steps", type=int, default=60, help="phase 2: steps of each arm")
     ap.add_argument("--agents", type=int, default=4)
@@ -75,7 +76,7 @@ def main() -> None:
         log_every=10**6,
     )
     rows: dict[str, list[dict]] = {"poppy": [], "pomo": []}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         t0 = time.perf_counter()
         phase1 = CoTrainer(base, seed, test)
         phase1.fit()
