@@ -97,6 +97,14 @@ class Ranks:
                 top[k] = max(top.get(k, v), v)
         return total, top
 
+    def merge(self, part: dict) -> dict:
+        """The union of every rank's `part` (CPU tensors or other picklable values, disjoint keys)."""
+        if self.world_size == 1:
+            return part
+        out: list[Any] = [None] * self.world_size
+        self._call(lambda: dist.all_gather_object(out, part))
+        return {k: v for d in out for k, v in d.items()}
+
     def _call(self, fn: Callable[[], Any]) -> Any:
         return fn()
 

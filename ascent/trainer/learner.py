@@ -151,20 +151,24 @@ class Learner:
         return ref
 
     @torch.no_grad()
-    def logprobs(self, model: torch.nn.Module, batch: RolloutBatch) -> torch.Tensor:
-        """Teacher-forced log-probs (N, T) in micro-batches, without grad."""
+    def logprobs(self, model: torch.nn.Module, batch: RolloutBatch, shared: bool = False) -> torch.Tensor:
+        """Teacher-forced log-probs (N, T) in micro-batches, without grad. `shared` (inside `update`, which every
+        learner rank runs): each rank computes its share of the micro-batches and the ranks exchange them."""
         m, dev = self.micro_batch_size, self.policy.device
-        parts = [
-            self.token_logprobs(
+        ranks = self.ranks if shared else Ranks()
+        starts = list(range(0, len(batch), m))
+        mine = {
+            i: self.token_logprobs(
                 model,
                 batch.input_ids[i : i + m].to(dev),
                 batch.attention_mask[i : i + m].to(dev),
                 batch.completion_mask[i : i + m].to(dev),
                 batch.group_index[i : i + m].to(dev),
             ).to(batch.input_ids.device)
-            for i in range(0, len(batch), m)
-        ]
-        return torch.cat(parts)
+            for i in ranks.shard(starts)
+        }
+        parts = ranks.merge(mine)
+        return torch.cat([parts[i] for i in starts])
 
     def token_logprobs(
         self,
@@ -218,7 +222,7 @@ class Learner:
         if isinstance(self.ranks, DataParallel):
             self.share_update(batch, advantages, valid, rewards)
         steps = self.algo.ppo_epochs * self.algo.mini_batches
-        old = self.logprobs(self.policy.model, batch) if steps > 1 else None  # (N, T) pre-update policy
+        old = self.logprobs(self.policy.model, batch, shared=True) if steps > 1 else None  # (N, T) pre-update policy
         mask = batch.completion_mask * valid[:, None].float()  # (N, T)
         seq = self.sequence_inputs(batch, valid, rewards)
         metrics: dict[str, float] = {}
