@@ -902,6 +902,15 @@ LIGER_KERNEL = Paper(
     ),
     section="systems",
 )
+PYTORCH_DDP = Paper(
+    "PyTorch DDP",
+    "Li et al.",
+    2020,
+    "PyTorch Distributed: Experiences on Accelerating Data Parallel Training (VLDB 2020)",
+    "arXiv:2006.15704",
+    note="`learner.world_size=N`: learner ranks all-reduce gradients (`ascent/trainer/distributed.py`)",
+    section="systems",
+)
 GAIL = Paper(
     "GAIL",
     "Ho & Ermon",
