@@ -48,7 +48,11 @@ PANELS = (
 def is_co_run(run_dir: Path) -> bool:
     """Whether a run directory's config.yaml describes a CO run (read without building the config)."""
     path = Path(run_dir) / "config.yaml"
-    return path.exists() and (yaml.safe_load(path.read_text()) or {}).get("co") is not None
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.exists() else None
+    except (yaml.YAMLError, UnicodeDecodeError):  # a damaged config.yaml: `read_run_config` says what is wrong
+        return False
+    return isinstance(raw, dict) and raw.get("co") is not None
 
 
 class PolicyWeights:

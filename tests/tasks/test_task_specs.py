@@ -28,6 +28,7 @@ def test_every_task_module_registers_itself():
         "hf",
         "jsonl",
         "search_world",
+        "sql_world",
         "textworld",
         "word_problems",
     ]
