@@ -27,7 +27,7 @@ import numpy as np
 import torch
 import yaml
 
-from ascent.app.runs import RunDirError, opened_run, read_run_config, trackers
+from ascent.app.runs import RunDirError, opened_run, read_run_config, run_config_has, trackers
 from ascent.classic.loop import ClassicTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -54,12 +54,7 @@ PANELS = (
 
 def is_classic_run(run_dir: Path) -> bool:
     """Whether a run directory's config.yaml describes a classic run (read without building the config)."""
-    path = Path(run_dir) / "config.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text()) if path.exists() else None
-    except (yaml.YAMLError, UnicodeDecodeError):  # a damaged config.yaml: `read_run_config` says what is wrong
-        return False
-    return isinstance(raw, dict) and raw.get("classic") is not None
+    return run_config_has(run_dir, "classic")
 
 
 def train_run(

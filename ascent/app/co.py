@@ -26,7 +26,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
-from ascent.app.runs import RunDirError, opened_run, read_run_config, trackers
+from ascent.app.runs import RunDirError, opened_run, read_run_config, run_config_has, trackers
 from ascent.co.train import CoTrainer
 from ascent.config.loader import to_dict
 from ascent.config.schema import RunConfig
@@ -47,12 +47,7 @@ PANELS = (
 
 def is_co_run(run_dir: Path) -> bool:
     """Whether a run directory's config.yaml describes a CO run (read without building the config)."""
-    path = Path(run_dir) / "config.yaml"
-    try:
-        raw = yaml.safe_load(path.read_text()) if path.exists() else None
-    except (yaml.YAMLError, UnicodeDecodeError):  # a damaged config.yaml: `read_run_config` says what is wrong
-        return False
-    return isinstance(raw, dict) and raw.get("co") is not None
+    return run_config_has(run_dir, "co")
 
 
 class PolicyWeights:

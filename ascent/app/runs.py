@@ -66,6 +66,17 @@ def find_config(target: Path) -> tuple[Path, Path]:
     return resolve_model_folder(Path(target))
 
 
+def run_config_has(run_dir: Path, section: str) -> bool:
+    """Whether a run directory's config.yaml has a top-level `section` (read without building the config); a damaged
+    config.yaml answers False and `read_run_config` then says what is wrong."""
+    path = Path(run_dir) / "config.yaml"
+    try:
+        raw = yaml.safe_load(path.read_text()) if path.exists() else None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False
+    return isinstance(raw, dict) and raw.get(section) is not None
+
+
 def read_run_config(run_dir: Path, overrides: Optional[list[str]] = None) -> RunConfig:
     """The config.yaml of a run directory, with key=value overrides applied; a damaged one fails in one line."""
     path = run_dir / "config.yaml"
