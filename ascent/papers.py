@@ -919,7 +919,7 @@ GAIL = Paper(
     "arXiv:1606.03476",
 )
 
-# -- neural combinatorial optimisation (ascent.co, docs/co.md) -----------------------------------------------------
+# -- neural combinatorial optimisation (ascent.co, docs/combinatorial.md) -----------------------------------------------------
 
 ATTENTION_MODEL = Paper(
     "Attention Model",

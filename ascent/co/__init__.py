@@ -1,4 +1,4 @@
-"""Neural combinatorial optimisation (docs/co.md): routing environments, reference solvers, the attention model
+"""Neural combinatorial optimisation (docs/combinatorial.md): routing environments, reference solvers, the attention model
 and POMO."""
 
 from ascent.co.losses import CO_LOSSES

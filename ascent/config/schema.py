@@ -411,7 +411,7 @@ class ClassicConfig:
 
 @dataclass(frozen=True)
 class CoConfig:
-    """A neural combinatorial-optimisation run (`ascent.co`, docs/co.md): a routing policy trained with a
+    """A neural combinatorial-optimisation run (`ascent.co`, docs/combinatorial.md): a routing policy trained with a
     policy-gradient loss on generated instances, measured as an optimality gap on a fixed test set; when a recipe
     has this section, `ascent train` runs it instead of the language-model pipeline."""
 
@@ -519,7 +519,7 @@ class RunConfig:
     classic: Optional[ClassicConfig] = None
     """A classic online deep-RL run on Gymnasium (`ascent.classic`); None: a language-model run."""
     co: Optional[CoConfig] = None
-    """A neural combinatorial-optimisation run (`ascent.co`, docs/co.md); None: not one."""
+    """A neural combinatorial-optimisation run (`ascent.co`, docs/combinatorial.md); None: not one."""
 
 
 @dataclass(frozen=True)

@@ -1,2 +1,2 @@
 """In-context and meta reinforcement learning: task families sampled per task, multi-episode learning histories, and
-sequence models that improve inside their context with frozen weights (docs/incontext.md)."""
+sequence models that improve inside their context with frozen weights (docs/in_context.md)."""

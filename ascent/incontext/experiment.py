@@ -25,7 +25,7 @@ from ascent.incontext.train import TrainParams, evaluate_in_context, train_model
 
 @dataclass(frozen=True)
 class InContextConfig:
-    """An in-context RL experiment (`ascent eval-in-context key=value ...`; docs/incontext.md)."""
+    """An in-context RL experiment (`ascent eval-in-context key=value ...`; docs/in_context.md)."""
 
     family: str = "darkroom"
     """Task family spec (`ascent list incontext_families --params`), e.g. darkroom or bandit(arms=5)."""

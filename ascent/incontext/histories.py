@@ -7,7 +7,7 @@ one loop `collect` steps it on N tasks at once for E episodes and returns a `His
 - `ucb`: UCB1 (Auer et al. 2002), Q(a) + c sqrt(ln t / n(a)), untried arms first (bandits).
 - `thompson`: Thompson sampling with Beta(1 + successes, 1 + failures) posteriors (bandits).
 - `q_learning`: tabular Q-learning (Watkins 1989) on the family's Markov state with an epsilon-greedy behaviour
-  policy and optimistic initial values (the grids; AD's own source was A3C, see docs/incontext.md).
+  policy and optimistic initial values (the grids; AD's own source was A3C, see docs/in_context.md).
 - `noisy_expert`: the AD^epsilon demonstrator (Zisman et al. 2023, "Emergence of In-Context Reinforcement
   Learning from Noise Distillation", arXiv:2312.12275): the optimal policy with probability 1 - eps, a uniform
   action with probability eps, eps falling linearly from `eps_start` to `eps_end` over the first `decay` fraction

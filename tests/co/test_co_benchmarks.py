@@ -1,4 +1,4 @@
-"""The co benchmark scripts run end to end on a tiny budget and print the fields docs/co.md reads (the RL4CO side
+"""The co benchmark scripts run end to end on a tiny budget and print the fields docs/combinatorial.md reads (the RL4CO side
 only where rl4co is installed: it is a benchmark-only dependency, `pip install 'ascent[rl4co]'`)."""
 
 from __future__ import annotations
