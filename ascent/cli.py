@@ -418,6 +418,7 @@ LIST_KINDS = [
     "incontext_sources",
     "co_policies",
     "co_losses",
+    "co_problems",
 ]
 
 

@@ -27,6 +27,7 @@ def registries() -> dict[str, Registry]:
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.co import CO_LOSSES, CO_POLICIES
+    from ascent.co.knapsack import CO_PROBLEMS
     from ascent.data.samplers import SAMPLERS
     from ascent.incontext.histories import SOURCES
     from ascent.incontext.tasks import FAMILIES
@@ -57,6 +58,7 @@ def registries() -> dict[str, Registry]:
         "incontext_sources": SOURCES,
         "co_policies": CO_POLICIES,
         "co_losses": CO_LOSSES,
+        "co_problems": CO_PROBLEMS,
     }
 
 
