@@ -416,6 +416,7 @@ LIST_KINDS = [
     "runtimes",
     "incontext_families",
     "incontext_sources",
+    "incontext_agents",
     "co_policies",
     "co_losses",
     "co_problems",

@@ -983,3 +983,33 @@ POPPY = Paper(
     "arXiv:2210.03475",
     note="co policy `population` and co loss `poppy` (`ascent/co/population.py`, `ascent/co/losses.py`)",
 )
+
+# In-context and meta-RL rows of issue 39 built by ascent/incontext/subtask_graph.py, icpi.py and lamer.py.
+MSGI = Paper(
+    "MSGI",
+    "Sohn, Woo, Choi & Lee",
+    2020,
+    "Meta Reinforcement Learning with Autonomous Inference of Subtask Dependencies (ICLR 2020)",
+    "arXiv:2001.00248",
+)
+MTSGI = Paper(
+    "MTSGI",
+    "Sohn et al.",
+    2022,
+    "Fast Inference and Transfer of Compositional Task Structures for Few-shot Task Generalization (UAI 2022)",
+    "arXiv:2205.12648",
+)
+ICPI = Paper(
+    "ICPI",
+    "Brooks, Walls, Lewis & Singh",
+    2022,
+    "In-Context Policy Iteration / Large Language Models Can Implement Policy Iteration (NeurIPS 2023)",
+    "arXiv:2210.03821",
+)
+LAMER = Paper(
+    "LaMer",
+    "Jiang, Jiang, Teney, Moor & Brbić",
+    2025,
+    "Meta-RL Induces Exploration in Language Agents",
+    "arXiv:2512.16848",
+)

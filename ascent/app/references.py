@@ -29,6 +29,7 @@ def registries() -> dict[str, Registry]:
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
     from ascent.data.samplers import SAMPLERS
+    from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
     from ascent.incontext.tasks import FAMILIES
     from ascent.rewards import REWARDS
@@ -56,6 +57,7 @@ def registries() -> dict[str, Registry]:
         "classic_wrappers": CLASSIC_WRAPPERS,
         "incontext_families": FAMILIES,
         "incontext_sources": SOURCES,
+        "incontext_agents": AGENTS,
         "co_policies": CO_POLICIES,
         "co_losses": CO_LOSSES,
         "co_problems": CO_PROBLEMS,
