@@ -417,6 +417,7 @@ LIST_KINDS = [
     "incontext_families",
     "incontext_sources",
     "incontext_agents",
+    "meta_methods",
     "co_policies",
     "co_losses",
     "co_problems",

@@ -31,6 +31,7 @@ def registries() -> dict[str, Registry]:
     from ascent.data.samplers import SAMPLERS
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
+    from ascent.incontext.methods import META_METHODS
     from ascent.incontext.tasks import FAMILIES
     from ascent.rewards import REWARDS
     from ascent.rewards.constraints import CONSTRAINTS
@@ -58,6 +59,7 @@ def registries() -> dict[str, Registry]:
         "incontext_families": FAMILIES,
         "incontext_sources": SOURCES,
         "incontext_agents": AGENTS,
+        "meta_methods": META_METHODS,
         "co_policies": CO_POLICIES,
         "co_losses": CO_LOSSES,
         "co_problems": CO_PROBLEMS,

@@ -72,11 +72,17 @@ def history_tokens(h: History, num_actions: int) -> Tokens:
     )
 
 
-def sample_windows(tok: Tokens, context: int, batch: int, gen: torch.Generator) -> Tokens:
-    """`batch` random windows of `context` steps (each inside one history)."""
+def sample_windows(
+    tok: Tokens, context: int, batch: int, gen: torch.Generator, probs: Optional[torch.Tensor] = None
+) -> Tokens:
+    """`batch` random windows of `context` steps (each inside one history); the history of each window uniform, or
+    drawn with `probs` (N,) (a weighted empirical risk: LHF, ascent.incontext.lhf)."""
     n, length = tok.obs.shape
     k = min(context, length)
-    rows = torch.randint(0, n, (batch,), generator=gen)
+    if probs is None:
+        rows = torch.randint(0, n, (batch,), generator=gen)
+    else:
+        rows = torch.multinomial(probs, batch, replacement=True, generator=gen)
     start = torch.randint(0, length - k + 1, (batch,), generator=gen)
     cols = start[:, None] + torch.arange(k)[None]  # (B, K)
     pick = lambda x: x[rows[:, None], cols]  # noqa: E731
@@ -102,16 +108,24 @@ def train_model(
     seed: int,
     on_log: Optional[Callable[[int, dict], None]] = None,
     log_every: int = 100,
+    history_weights: Optional[np.ndarray] = None,
 ) -> list[float]:
-    """Fit `model` to predict the histories' actions; returns the loss of every step."""
+    """Fit `model` to predict the histories' actions; returns the loss of every step. `history_weights` (N,):
+    windows are cut from history i with probability proportional to its weight (default: uniform)."""
     tok = history_tokens(histories.subsample(p.subsample), model.num_actions)
+    probs = None
+    if history_weights is not None:
+        w = np.asarray(history_weights, dtype=np.float64)
+        if w.shape != (len(histories.obs),) or not np.all(np.isfinite(w)) or w.min() < 0 or w.sum() <= 0:
+            raise ValueError(f"history_weights must be {len(histories.obs)} finite values >= 0, not all 0")
+        probs = torch.as_tensor(w / w.sum())
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=p.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, p.warmup, p.steps))
     model.train()
     losses = []
     for step in range(p.steps):
-        loss = window_loss(model, sample_windows(tok, p.context, p.batch_size, gen))
+        loss = window_loss(model, sample_windows(tok, p.context, p.batch_size, gen, probs))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), p.grad_clip)
