@@ -2,7 +2,7 @@
 `RolloutBatch`, the chat-template pieces they are built from, and the token checker."""
 
 from ascent.agents.chat import CHAR_CHAT_TEMPLATE, ChatFormat, with_chat_template
-from ascent.agents.loop import AgentConfig, arollout, cut_turn, rollout
+from ascent.agents.loop import AgentConfig, acontinue, arollout, continue_episodes, cut_turn, rollout
 from ascent.agents.scripted import ScriptedEngine
 from ascent.agents.token_check import TokenCheck, check_trajectories, check_trajectory
 from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
@@ -15,8 +15,10 @@ __all__ = [
     "TokenCheck",
     "Trajectory",
     "Turn",
+    "acontinue",
     "arollout",
     "check_trajectories",
+    "continue_episodes",
     "check_trajectory",
     "cut_turn",
     "pack_trajectories",

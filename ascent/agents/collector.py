@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional, Protocol
 import numpy as np
 import torch
 
-from ascent.agents.loop import AgentConfig, rollout
+from ascent.agents.loop import AgentConfig, continue_episodes, rollout
 from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
 from ascent.envs.base import Env
 from ascent.envs.tools import CALL_OPEN
@@ -146,6 +146,11 @@ def answer_probs(
     return out
 
 
+Chooser = Callable[[RolloutBatch], list[list[Optional[tuple[int, int]]]]]
+"""`AgentCollector.collect_continued`'s choice of resumed episodes: the first stage's batch -> per row, the starts
+of its second stage ((episode j of the row, after turn k) or None for a fresh episode)."""
+
+
 @dataclass
 class AgentCollector:
     """`n` episodes per training row with the policy, packed, with the turn extras."""
@@ -176,6 +181,39 @@ class AgentCollector:
             self.n,
             generator,
         )
+        return self.pack(trajs, rows, indices)
+
+    def collect_continued(
+        self, indices: list[int], generator: torch.Generator, fresh: int, choose: Chooser
+    ) -> RolloutBatch:
+        """Two stages with the same budget of `n` episodes per row: `fresh` episodes per row, then the rest
+        resumed from them. `choose(first)` sees the first stage packed (`fresh` per row, row-major) and returns,
+        per row, `n - fresh` starts: `(j, k)` resumes the row's episode j (0 <= j < fresh) after its turn k
+        (`ascent.agents.loop.acontinue`: its first k turns forced, mask 0), None runs a fresh episode. Each
+        row's group is its `fresh` episodes followed by its `n - fresh` second-stage ones."""
+        if not 1 <= fresh <= self.n:
+            raise ValueError(f"fresh must be in [1, {self.n}] (rollout.samples_per_prompt), got {fresh}")
+        rows = [self.rows[i] for i in indices]
+        tasks = [self.task.env_task(r) for r in rows]
+        self.policy.model.eval()
+        first = rollout(self.engine, self.policy, tasks, self.task.make_env, self.loop, fresh, generator)
+        if fresh == self.n:
+            return self.pack(first, rows, indices)
+        plan = choose(pack_episodes(first, rows, fresh, self.policy.tokenizer, indices))
+        if len(plan) != len(rows) or any(len(p) != self.n - fresh for p in plan):
+            raise ValueError(f"choose must return {self.n - fresh} starts for each of the {len(rows)} rows")
+        starts = [
+            (tasks[r], None, 0) if s is None else (tasks[r], first[r * fresh + s[0]], s[1])
+            for r, p in enumerate(plan)
+            for s in p
+        ]
+        second = continue_episodes(self.engine, self.policy, starts, self.task.make_env, self.loop, generator)
+        k = self.n - fresh
+        trajs = [t for r in range(len(rows)) for t in first[r * fresh : (r + 1) * fresh] + second[r * k : (r + 1) * k]]
+        return self.pack(trajs, rows, indices)
+
+    def pack(self, trajs: list[Trajectory], rows: list[dict[str, Any]], indices: list[int]) -> RolloutBatch:
+        """`n` trajectories per row (row-major) as the round's batch with its turn extras."""
         batch = pack_episodes(trajs, rows, self.n, self.policy.tokenizer, indices)
         rewards = [[u.reward for u in t.turns] for t in trajs]
         if self.turn_rewards == "igpo":

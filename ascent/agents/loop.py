@@ -20,6 +20,7 @@ turns and observations; an observation that does not fit ends the episode with `
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -203,15 +204,94 @@ async def arollout(
     episodes = [_Episode(make_env(), task, g) for g, task in enumerate(tasks) for _ in range(n)]
     for e, obs in zip(episodes, await asyncio.gather(*(e.env.areset(e.task) for e in episodes))):
         e.start(fmt, obs, cfg)
-    for k in range(cfg.max_turns):
-        active = [e for e in episodes if e.active]
+    await _play(engine, policy, fmt, cfg, episodes, generator)
+    return [e.traj for e in episodes]
+
+
+async def _play(
+    engine: RolloutEngine,
+    policy: Any,
+    fmt: ChatFormat,
+    cfg: AgentConfig,
+    episodes: list[_Episode],
+    generator: Optional[torch.Generator],
+) -> None:
+    """Model turns and environment steps until every episode has ended (an episode's turn count is its
+    trajectory's: a resumed episode goes on from its prefix)."""
+    while True:
+        active = [e for e in episodes if e.active and len(e.traj.turns) < cfg.max_turns]
         if not active:
             break
         texts = _model_turn(engine, policy.model, fmt, cfg, active, policy.pad_id, generator)
         results = await asyncio.gather(*(e.env.astep(text) for e, text in zip(active, texts)))
         for e, res in zip(active, results):
-            e.observe(fmt, res, cfg, last_turn=k == cfg.max_turns - 1)
+            e.observe(fmt, res, cfg, last_turn=len(e.traj.turns) == cfg.max_turns)
+
+
+def forced_prefix(traj: Trajectory, turns: int, group: int) -> Trajectory:
+    """A new trajectory holding `traj`'s prompt and its first `turns` model turns with their observations, every
+    token forced (loss mask 0, log-prob 0): the start of a resumed episode (`acontinue`). Turn `turns - 1`
+    must have been followed by an observation."""
+    if not 1 <= turns <= len(traj.turns) or traj.turns[turns - 1].observation is None:
+        raise ValueError(f"cannot resume after turn {turns} of {len(traj.turns)}: no observation followed it")
+    end = traj.turns[turns - 1].observation[1]
+    head = next(i for i, m in enumerate(traj.messages) if m["role"] == "assistant")
+    kept = [dataclasses.replace(u, info=dict(u.info)) for u in traj.turns[:turns]]
+    return Trajectory(
+        ids=list(traj.ids[:end]),
+        loss_mask=[0] * end,
+        sampled_logprobs=[0.0] * end,
+        prompt_len=traj.prompt_len,
+        messages=[dict(m) for m in traj.messages[: head + 2 * turns]],
+        task=traj.task,
+        group=group,
+        turns=kept,
+        reward=sum(u.reward for u in kept),
+        info=dict(kept[-1].info),
+    )
+
+
+async def acontinue(
+    engine: RolloutEngine,
+    policy: Any,
+    starts: list[tuple[Any, Optional[Trajectory], int]],
+    make_env: Callable[[], Env],
+    cfg: AgentConfig = AgentConfig(),
+    generator: Optional[torch.Generator] = None,
+) -> list[Trajectory]:
+    """One episode per `(task, prefix, turns)`: with `prefix` None a fresh episode of `task`; else a fresh
+    environment replays the first `turns` model turns of `prefix` (their texts, so the environment's state is
+    the one the prefix saw; it must not end there), the trajectory starts as `forced_prefix(prefix, turns)`
+    (mask 0: the resumed episode trains on its new turns only) and the policy samples on from there (within
+    the same `max_turns` and token limits). Group of episode i: i."""
+    fmt = ChatFormat.from_tokenizer(policy.tokenizer, cfg.observation_role)
+    episodes = [_Episode(make_env(), task, g) for g, (task, _, _) in enumerate(starts)]
+    await asyncio.gather(*(_resume(e, fmt, cfg, prefix, k) for e, (_, prefix, k) in zip(episodes, starts)))
+    await _play(engine, policy, fmt, cfg, episodes, generator)
     return [e.traj for e in episodes]
+
+
+async def _resume(e: _Episode, fmt: ChatFormat, cfg: AgentConfig, prefix: Optional[Trajectory], turns: int) -> None:
+    obs = await e.env.areset(e.task)
+    if prefix is None:
+        e.start(fmt, obs, cfg)
+        return
+    e.traj = forced_prefix(prefix, turns, e.group)
+    for u in prefix.turns[:turns]:
+        if (await e.env.astep(u.text)).done:
+            raise ValueError("a resumed prefix ended its episode while being replayed; resume before its last turn")
+
+
+def continue_episodes(
+    engine: RolloutEngine,
+    policy: Any,
+    starts: list[tuple[Any, Optional[Trajectory], int]],
+    make_env: Callable[[], Env],
+    cfg: AgentConfig = AgentConfig(),
+    generator: Optional[torch.Generator] = None,
+) -> list[Trajectory]:
+    """`acontinue` from synchronous code."""
+    return asyncio.run(acontinue(engine, policy, starts, make_env, cfg, generator))
 
 
 def rollout(

@@ -374,8 +374,8 @@ def c_grpo(
     fidelity="reduced",
     departures=(
         (
-            "DAVID-GRPO's retrieval credit only (share of gold evidence documents shown or opened); its other parts "
-            "(e.g. near-miss resampling from truncated trajectories) are not implemented"
+            "DAVID-GRPO's retrieval credit only (share of gold evidence documents shown or opened); its near-miss "
+            "resampling from truncated trajectories is the explorer `near_miss`, its expert warm start is not built"
         ),
     ),
 )

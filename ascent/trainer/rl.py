@@ -243,10 +243,13 @@ def make_sampler(cfg: RunConfig, parts: RLParts) -> Any:
 def make_explorer(cfg: RunConfig, parts: RLParts, collector: Collector) -> Any:
     """The configured explorer (`rollout.explorer`) around the run's collector."""
     piece = EXPLORERS.resolve(cfg.rollout.explorer, key="rollout.explorer")
-    if piece.name != "plain" and parts.collector is not None:
+    if parts.collector is not None and not getattr(piece.fn, "agents", piece.name == "plain"):
         raise ConfigError(
-            f"rollout.explorer={piece.name} works on single-turn tasks; agent tasks sample with rollout.explorer=plain"
+            f"rollout.explorer={piece.name} works on single-turn tasks; agent tasks sample with rollout.explorer=plain "
+            "or near_miss"
         )
+    if parts.collector is None and getattr(piece.fn, "agents", False) and piece.name != "plain":
+        raise ConfigError(f"rollout.explorer={piece.name} resumes agent episodes: it needs an agent task (data.task)")
     ctx = ExplorerContext(
         collector,
         parts.policy,
