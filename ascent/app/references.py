@@ -31,7 +31,7 @@ def registries() -> dict[str, Registry]:
     from ascent.data.samplers import SAMPLERS
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
-    from ascent.incontext.methods import META_METHODS
+    from ascent.incontext.meta import META_METHODS
     from ascent.incontext.tasks import FAMILIES
     from ascent.rewards import REWARDS
     from ascent.rewards.constraints import CONSTRAINTS

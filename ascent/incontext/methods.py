@@ -2,7 +2,8 @@
 registered in `META_METHODS` as `run(params, seed) -> dict` (one seed of its experiment: the method and its control
 from the same initial weights at the same budget, the figures it reports) with its parameters as a frozen
 dataclass and its provenance (`ascent list meta_methods --params`). `run_seeds` runs several seeds and pairs the
-method with its control (mean, sd and a 95% t-interval of the per-seed difference).
+method with its control (mean, sd and a 95% t-interval of the per-seed difference); `python -m ascent.incontext.meta
+NAME key=value ...` is the command (ascent/incontext/meta.py, which imports every method module).
 
 - `lhf`: learning history filtering (Chen et al. 2025, arXiv:2505.15143), ascent/incontext/lhf.py
 - `relic`: in-context RL with partial PPO updates and sink key/values (Elawady et al. 2024, arXiv:2410.02751),
@@ -61,57 +62,5 @@ def run_seeds(
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ascent.incontext.methods NAME [seeds=[0,1,2]] [out=FILE.json] [key=value ...]`: the method's
-    experiment over the seeds, its paired differences printed and written to `out`; a bad key is one line."""
-    import json
-    import sys
-
-    import yaml
-
-    from ascent.typed import ConfigError, build
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in META_METHODS:
-        print(f"usage: python -m ascent.incontext.methods NAME key=value ...; NAME one of {META_METHODS.names()}")
-        return 2
-    name, raw, seeds, out = args[0], {}, [0], None
-    for item in args[1:]:
-        key, _, text = item.partition("=")
-        value = yaml.safe_load(text) if text else text
-        if key == "seeds":
-            seeds = [int(s) for s in value]
-        elif key == "out":
-            out = str(value)
-        else:
-            sub = raw
-            for k in key.split(".")[:-1]:
-                sub = sub.setdefault(k, {})
-            sub[key.split(".")[-1]] = value
-    entry = META_METHODS.entry(name)
-    try:
-        params = build(entry.params, raw, prefix=name)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    summary = run_seeds(name, params, seeds, PAIRS[name])
-    summary["params"] = repr(params)
-    for key, value in summary.items():
-        if key.startswith("diff_"):
-            ci = value["ci95"]
-            print(f"{key}: {value['mean']:+.4g} (sd {value['sd']}, 95% {ci})")
-    if out:
-        with open(out, "w") as f:
-            json.dump(summary, f, indent=1, default=float)
-    return 0
-
-
 PAIRS: dict[str, list[tuple[str, str]]] = {}
 """name -> the (method, control) figure pairs `main` reports; each method module fills its own entry."""
-
-from ascent.incontext import lhf  # noqa: E402,F401  (registers into META_METHODS)
-
-if __name__ == "__main__":  # run the imported module's main: its registry is the one the methods registered in
-    from ascent.incontext.methods import main as _main
-
-    raise SystemExit(_main())

@@ -7,7 +7,8 @@ import torch
 
 from ascent.incontext.histories import collect
 from ascent.incontext.lhf import LHFParams, lhf_scores, lhf_weights, mixed_history, run_lhf
-from ascent.incontext.methods import META_METHODS, main, paired
+from ascent.incontext.meta import main
+from ascent.incontext.methods import META_METHODS, paired
 from ascent.incontext.model import TransformerParams
 from ascent.incontext.tasks import make_family
 from ascent.incontext.train import TrainParams, history_tokens, sample_windows, train_model
