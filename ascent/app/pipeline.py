@@ -249,12 +249,15 @@ def sft_phase(
     eval_every: int,
     ckpt: Optional[Checkpointer] = None,
     checkpoint_every: int = 0,
+    rows: Optional[list[dict[str, Any]]] = None,
 ) -> None:
-    """Warm start or control: imitate the teacher (the warm start: `warmstart.data`) for `steps` optimizer steps.
-    With `ckpt`, continue from its latest checkpoint and save one every `checkpoint_every` steps and when Ctrl-C
-    stops the phase (`ascent.app.interrupt`)."""
+    """Warm start, control or recovery: imitate the teacher (the warm start: `warmstart.data`) for `steps` optimizer
+    steps, on `rows` (None: the task's training rows). With `ckpt`, continue from its latest checkpoint and save one
+    every `checkpoint_every` steps and when Ctrl-C stops the phase (`ascent.app.interrupt`)."""
     rows, demos = (
-        warmstart_data(run, policy) if phase == "warmstart" else (run.task.train, make_demonstrations(run, policy))
+        warmstart_data(run, policy)
+        if phase == "warmstart"
+        else (run.task.train if rows is None else rows, make_demonstrations(run, policy))
     )
     job = SFTRun(
         policy,
@@ -264,7 +267,7 @@ def sft_phase(
         steps,
         run.cfg.warmstart.batch_size,
         run.cfg.train.micro_batch_size,
-        run.cfg.seed + (1 if phase == "control" else 0),
+        run.cfg.seed + {"control": 1, "recovery": 2}.get(phase, 0),
     )
     latest = ckpt.latest() if ckpt is not None else None
     state = None
@@ -390,6 +393,28 @@ def starting_policy(run: Run) -> Policy:
     return policy
 
 
+def recovery_corpus(rows: list[dict[str, Any]], size: int, seed: int) -> list[dict[str, Any]]:
+    """SG-SRL's small corpus: `size` training rows drawn without replacement by `seed` (all of them if fewer).
+
+    >>> [r["i"] for r in recovery_corpus([{"i": i} for i in range(10)], 3, seed=0)]
+    [0, 4, 6]
+    """
+    picked = random.Random(f"recovery-{seed}").sample(range(len(rows)), min(size, len(rows)))
+    return [rows[i] for i in picked]
+
+
+def recovery_phase(run: Run, policy: Policy) -> dict[str, float]:
+    """SG-SRL's recovery stage (Su et al. 2026, arXiv:2605.29502): the RL policy fine-tuned on a small corpus of the
+    task's demonstrations (`recovery.rows` rows, `recovery.steps` steps at a constant `recovery.lr`), then
+    evaluated; the weights are saved to RUN_DIR/recovery/. No checkpoints: a stopped run redoes it."""
+    cfg = run.cfg
+    optim = replace(cfg.train.optim, lr=cfg.recovery.lr or cfg.train.optim.lr, schedule="constant", warmup_steps=0)
+    corpus = recovery_corpus(run.task.train, cfg.recovery.rows, cfg.seed)
+    sft_phase(run, policy, "recovery", cfg.recovery.steps, optim, 0, rows=corpus)
+    save_folder_atomic(run.dir / "recovery", policy.save)
+    return evaluate(run, policy)
+
+
 def control_phase(run: Run, resume: bool = False) -> dict[str, float]:
     """The control, from RL's starting weights for RL's budget: continued imitation of the warm start's teacher
     for as many optimizer steps as RL took (`control.kind=imitation`), or rejection-sampling fine-tuning with
@@ -462,6 +487,11 @@ def run_phases(
         if run.state.get("after_step") != cfg.train.steps:  # a run resumed in its control keeps this evaluation
             run.state.update(after=evaluate(run, policy), after_step=cfg.train.steps)
             run.save_state()
+        if cfg.recovery.steps and "recovered" not in run.state:
+            t1 = time.perf_counter()
+            run.state["recovered"] = recovery_phase(run, policy)
+            run.state["recovery_seconds"] = time.perf_counter() - t1
+            run.save_state()
         if cfg.control.enabled:
             t1, before = time.perf_counter(), run.state.get("control_seconds", 0.0)
             run.state["control"] = control_phase(run, resume)
@@ -519,12 +549,12 @@ def drop_stale_evaluations(run: Run) -> None:
     """A resumed run whose rewards or evaluation settings changed since its evaluations were scored re-runs
     them: a result never mixes an evaluation under one reward with another under a different one."""
     digest = evaluation_digest(run.cfg)
-    stale = [k for k in ("before", "after", "control") if k in run.state]
+    stale = [k for k in ("before", "after", "recovered", "control") if k in run.state]
     if stale and run.state.get("evaluation_digest") != digest:
         console.print(
             f"the reward or evaluation settings changed since this run's {', '.join(stale)} evaluation: re-evaluating"
         )
-        for key in ("before", "after", "after_step"):
+        for key in ("before", "after", "after_step", "recovered"):
             run.state.pop(key, None)
     run.state["evaluation_digest"] = digest
 
@@ -540,7 +570,7 @@ def finish(run: Run) -> dict[str, Any]:
     }
     if "control" in s:
         summary["control_kind"] = cfg.control.kind
-    phases = (("before", "before_rl"), ("after", "after_rl"), ("control", "control"))
+    phases = (("before", "before_rl"), ("after", "after_rl"), ("recovered", "recovered"), ("control", "control"))
     for phase, key in phases:  # every evaluation metric: pass@k, completion_len, for agents tool_calls, ...
         for metric, value in s.get(phase, {}).items():
             name = f"accuracy_{key}_lenient" if metric == "accuracy_lenient" else f"{metric}_{key}"
@@ -548,7 +578,7 @@ def finish(run: Run) -> dict[str, Any]:
     checks = [s[p]["token_check_pass_rate"] for p, _ in phases if "token_check_pass_rate" in s.get(p, {})]
     if checks:  # every evaluation checks the same number of trajectories: the mean is the pooled pass rate
         summary["token_check_pass_rate"] = sum(checks) / len(checks)
-    for key in ("warmstart_seconds", "rl_seconds", "control_seconds"):
+    for key in ("warmstart_seconds", "rl_seconds", "recovery_seconds", "control_seconds"):
         if key in s:
             summary[key] = round(s[key], 2)
     if cfg.train.steps:  # train.steps=0 ran no RL: no per-step time to report

@@ -287,6 +287,25 @@ class ControlConfig:
 
 
 @dataclass(frozen=True)
+class RecoveryConfig:
+    """A recovery stage after RL (SG-SRL, Su et al. 2026, arXiv:2605.29502): a short supervised fine-tuning of the
+    RL policy on a small set of the task's demonstrations (the paper's small parallel corpus), to undo the format
+    and verbosity drift a proxy reward induced while keeping what RL gained. Evaluated after RL's own evaluation:
+    the summary holds both (`accuracy_after_rl`, `accuracy_recovered`)."""
+
+    steps: int = 0
+    """Optimizer steps of the recovery fine-tuning (0: no recovery stage). Batches of warmstart.batch_size rows."""
+    rows: int = 64
+    """Size of the small corpus: this many training rows (a seeded draw), imitated as the warm start imitates."""
+    lr: Optional[float] = None
+    """Recovery learning rate, constant (None: the RL peak lr)."""
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.rows < 1:
+            raise ValueError(f"recovery.steps must be >= 0 and recovery.rows >= 1, got {self.steps} and {self.rows}")
+
+
+@dataclass(frozen=True)
 class EvalConfig:
     """Held-out evaluation."""
 
@@ -503,6 +522,8 @@ class RunConfig:
     """Supervised warm start."""
     control: ControlConfig = field(default_factory=ControlConfig)
     """Continued-imitation control."""
+    recovery: RecoveryConfig = field(default_factory=RecoveryConfig)
+    """SG-SRL's recovery fine-tuning after RL (off unless recovery.steps > 0)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)

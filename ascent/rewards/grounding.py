@@ -15,8 +15,10 @@ semantic relevance to the source input, with no reference output. The source is 
 - `embedding` (semantic, any language the encoder knows): r_i = cos(e(x_i), e(y_i)) ∈ [−1, 1], e = the mean over
   real tokens of the last hidden state of `encoder` (a Hugging Face model folder).
 
-The paper observes verbosity-based reward hacking with such rewards and repairs it with a recovery SFT stage;
-here combine with a length term (`overlong`, `format`) and a KL penalty. An empty output scores 0.
+The paper observes verbosity-based reward hacking with such rewards and repairs it with a recovery SFT stage on a
+small parallel corpus: `recovery.steps=S recovery.rows=R` runs it after RL (`ascent.app.pipeline.recovery_phase`:
+S steps of SFT on R of the task's demonstrations, evaluated as `accuracy_recovered` beside `accuracy_after_rl`);
+a length term (`overlong`, `format`) and a KL penalty also help. An empty output scores 0.
 """
 
 from __future__ import annotations
@@ -110,7 +112,10 @@ def bm25_coverage(sources: list[str], outputs: list[str], k1: float = 1.5, b: fl
             "BM25 coverage of the source (same language) or an encoder-embedding cosine instead of the cross-lingual "
             "reranker"
         ),
-        "the recovery SFT stage against verbosity hacking is not implemented",
+        (
+            "the recovery SFT stage is a pipeline stage beside the reward (`recovery.steps`, `recovery.rows`): a short "
+            "SFT of the RL policy on a seeded draw of the task's own demonstrations, not a separate parallel corpus"
+        ),
     ),
 )
 class SourceSimilarity:

@@ -127,3 +127,23 @@ def test_imitation_control_needs_a_warm_start():
     with pytest.raises(ConfigError, match="control.kind=rft"):
         load_config("default", TINY + ["control.enabled=true", "control.kind=imitation"])
     load_config("default", TINY + ["control.enabled=true", "control.kind=rft"])  # no warm start needed
+
+
+def test_recovery_stage_fine_tunes_the_rl_policy_on_a_small_corpus(tmp_path):
+    """SG-SRL's recovery stage (Su et al. 2026, arXiv:2605.29502): after RL and its evaluation, a short SFT on a
+    seeded draw of `recovery.rows` training rows, evaluated again; RL's own evaluation stays in the summary."""
+    run = RUN[:-2] + ["train.steps=2", "recovery.steps=6", "recovery.rows=8", "recovery.lr=0.01"]
+    summary = train(load_config("default", run + [f"output_dir={tmp_path}"]))
+    for key in ("accuracy_after_rl", "accuracy_recovered", "pass@2_recovered", "recovery_seconds"):
+        assert key in summary, key
+    lines = [json.loads(x) for x in (tmp_path / "default" / "metrics.jsonl").read_text().splitlines()]
+    recovery = [x for x in lines if x["phase"] == "recovery"]
+    assert [x["step"] for x in recovery] == [1, 2, 3, 4, 5, 6]
+    assert recovery[-1]["loss/nll"] < recovery[0]["loss/nll"]
+    from safetensors.torch import load_file
+
+    rl = load_file(Checkpointer(tmp_path / "default" / "checkpoints").latest() / "model.safetensors")
+    rec = load_file(tmp_path / "default" / "recovery" / "model.safetensors")
+    assert any(not torch.equal(rl[k], rec[k]) for k in rl)
+    with pytest.raises(ValueError, match="recovery.rows"):
+        load_config("default", TINY + ["recovery.rows=0"])
