@@ -14,6 +14,7 @@ from ascent.tasks import (  # noqa: F401
     gsm_symbolic,
     hf_dataset,
     jsonl,
+    llm4cov,  # the llm4cov prompt sampler (data.sampler), over code rows
     search_world,
     sql_world,
     textworld,
