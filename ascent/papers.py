@@ -983,6 +983,32 @@ POPPY = Paper(
     "arXiv:2210.03475",
     note="co policy `population` and co loss `poppy` (`ascent/co/population.py`, `ascent/co/losses.py`)",
 )
+COMPASS = Paper(
+    "COMPASS",
+    "Chalumeau et al.",
+    2023,
+    "Combinatorial Optimization with Policy Adaptation using Latent Space Search (NeurIPS 2023)",
+    "arXiv:2311.13569",
+    note="co policy `compass`, co loss `compass`, CMA-ES latent search `ascent.co.compass.latent_search`",
+)
+PO_CO = Paper(
+    "PO-CO",
+    "Pan et al.",
+    2025,
+    "Preference Optimization for Combinatorial Optimization Problems (ICML 2025)",
+    "arXiv:2505.08735",
+    note="co loss `preference` (`ascent/co/preference.py`)",
+)
+CMA_ES = Paper(
+    "CMA-ES",
+    "Hansen & Ostermeier",
+    2001,
+    "Completely Derandomized Self-Adaptation in Evolution Strategies (Evolutionary Computation 9(2)); "
+    "tutorial: Hansen 2016, arXiv:1604.00772",
+    "arXiv:1604.00772",
+    note="the latent search of COMPASS, through the `cma` package (`ascent/co/compass.py`)",
+    section="systems",
+)
 
 # In-context and meta-RL rows of issue 39 built by ascent/incontext/subtask_graph.py, icpi.py and lamer.py.
 MSGI = Paper(

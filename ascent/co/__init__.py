@@ -1,8 +1,10 @@
-"""Neural combinatorial optimisation (docs/combinatorial.md): routing environments, reference solvers, the attention model
-and POMO."""
+"""Neural combinatorial optimisation (docs/combinatorial.md): routing environments, reference solvers, the attention
+model, POMO, Poppy, COMPASS and preference optimisation."""
 
+from ascent.co.compass import compass  # noqa: F401  (registers the COMPASS policy and loss)
 from ascent.co.losses import CO_LOSSES
 from ascent.co.model import CO_POLICIES
 from ascent.co.population import population  # noqa: F401  (registers the population policy)
+from ascent.co.preference import preference  # noqa: F401  (registers the preference-optimisation loss)
 
 __all__ = ["CO_LOSSES", "CO_POLICIES"]

@@ -168,9 +168,19 @@ class Decoder(nn.Module):
             q = torch.where(before.unsqueeze(-1), enc.query_placeholder + enc.graph.unsqueeze(1), q)
         return q
 
-    def log_probs(self, enc: Encoded, state: RouteState) -> torch.Tensor:
-        """(B, S, N) log-probabilities of the next action (-inf where masked)."""
+    def log_probs(
+        self,
+        enc: Encoded,
+        state: RouteState,
+        query_shift: Optional[torch.Tensor] = None,
+        glimpse_shift: Optional[torch.Tensor] = None,
+    ) -> torch.Tensor:
+        """(B, S, N) log-probabilities of the next action (-inf where masked). `query_shift` and `glimpse_shift`,
+        (B, S, d) each, are added to the context query and to the glimpse (a latent-conditioned decoder,
+        `ascent.co.compass`)."""
         q = self.query(enc, state)  # (B, S, d)
+        if query_shift is not None:
+            q = q + query_shift
         B, S, d = q.shape
         H = self.p.heads
         qh = q.view(B, S, H, d // H).transpose(1, 2)  # (B, H, S, dk)
@@ -178,6 +188,8 @@ class Decoder(nn.Module):
         compat = (qh @ enc.keys.transpose(-1, -2)) / math.sqrt(d // H)  # (B, H, S, N)
         attn = compat.masked_fill(~state.mask.unsqueeze(1), float("-inf")).softmax(dim=-1)
         g = (attn @ enc.values).transpose(1, 2).reshape(B, S, d)  # (B, S, d), W_o folded into the logit keys
+        if glimpse_shift is not None:
+            g = g + glimpse_shift
         logits = torch.einsum("bsd,bnd->bsn", g, enc.logit_keys) / math.sqrt(d)
         logits = self.p.tanh_clip * torch.tanh(logits)
         return logits.masked_fill(~state.mask, float("-inf")).log_softmax(dim=-1)
