@@ -8,7 +8,9 @@ manifests), curves.png and summary.json:
     final_return       mean undiscounted return of classic.eval_episodes deterministic episodes after training
     final_return_std   their standard deviation
     final_returns      each episode's return
-    env_steps          environment steps trained (PPO rounds total_steps up to whole rollouts)
+    env_steps          environment steps trained (PPO rounds total_steps up to whole rollouts); 0 for an offline
+                       algorithm, which never steps the training environments
+    gradient_steps     an offline algorithm's gradient steps (only for one: `classic.total_steps` counts them)
     train_seconds      wall seconds of the training loop (environment steps, updates, checkpoints)
     train_cpu_seconds  CPU seconds of this process in the training loop (less sensitive to a loaded machine)
     eval_seconds       wall seconds of the final evaluation
@@ -85,7 +87,7 @@ def evaluate_checkpoint(run_dir: Path, model_dir: Path, overrides: Optional[list
     returns = trainer.evaluate(cfg.classic.eval_episodes)
     return {
         "checkpoint": str(model_dir),
-        "env_steps": trainer.steps,
+        **step_counts(trainer),
         "return_mean": float(np.mean(returns)),
         "return_std": float(np.std(returns)),
         "returns": returns,
@@ -114,7 +116,7 @@ def train_classic(
         saved = Checkpointer.load_state(latest)
         trainer.load_state_dict(saved["trainer"])
         set_rng_state(saved["rng"])
-        console.print(f"resumed from {latest} ({trainer.steps} environment steps)")
+        console.print(f"resumed from {latest} ({trainer.steps} {step_unit(trainer)})")
     logger.truncate_after("rl", trainer.steps)
     t1, c1 = time.perf_counter(), time.process_time()
 
@@ -158,7 +160,7 @@ def finish(
         "env": c.env,
         "algorithm": c.algorithm,
         "seed": cfg.seed,
-        "env_steps": trainer.steps,
+        **step_counts(trainer),
         "episodes": trainer.episodes + len(trainer.envs.finished),
         "final_return": float(np.mean(returns)),
         "final_return_std": float(np.std(returns)),
@@ -170,15 +172,28 @@ def finish(
         "threads": torch.get_num_threads(),
     }
     write_text_atomic(run_dir / "summary.json", jsonsafe.dumps(summary, indent=2))
-    plot_panels(logger.path, run_dir / "curves.png", PANELS, "rl", "environment steps")
+    plot_panels(logger.path, run_dir / "curves.png", PANELS, "rl", step_unit(trainer))
     logger.finish(run_dir, summary, [])
     logger.close()
     console.print(
         f"{c.env} {c.algorithm}: final return {summary['final_return']:.1f} ± {summary['final_return_std']:.1f} "
-        f"over {len(returns)} deterministic episodes; {trainer.steps} env steps in {summary['train_seconds']:.1f}s "
+        f"over {len(returns)} deterministic episodes; {trainer.steps} {step_unit(trainer)} "
+        f"in {summary['train_seconds']:.1f}s "
         f"(wall {summary['wall_seconds']:.1f}s); summary in {run_dir / 'summary.json'}"
     )
     return summary
+
+
+def step_unit(trainer: ClassicTrainer) -> str:
+    """What the trainer's steps count: environment steps, or gradient steps for an offline algorithm."""
+    return getattr(trainer.algo, "step_unit", "environment steps")
+
+
+def step_counts(trainer: ClassicTrainer) -> dict[str, int]:
+    """The summary's step fields: `env_steps`, and `gradient_steps` for an offline algorithm (env_steps 0)."""
+    if step_unit(trainer) == "gradient steps":
+        return {"env_steps": 0, "gradient_steps": trainer.steps}
+    return {"env_steps": trainer.steps}
 
 
 def print_header(cfg: RunConfig, trainer: ClassicTrainer) -> None:
@@ -190,6 +205,6 @@ def print_header(cfg: RunConfig, trainer: ClassicTrainer) -> None:
     console.print(
         f"{c.env}: {c.num_envs} env(s), observation {trainer.envs.obs_dim}, "
         f"{'discrete ' + str(trainer.envs.n_actions) if trainer.envs.discrete else 'continuous'} actions; "
-        f"{iterations} iterations of {trainer.algo.steps_per_iteration} env steps; {params:,} parameters; "
+        f"{iterations} iterations of {trainer.algo.steps_per_iteration} {step_unit(trainer)}; {params:,} parameters; "
         f"{torch.get_num_threads()} torch thread(s)"
     )

@@ -83,6 +83,7 @@ class OfflineAlgorithm:
     """
 
     name = "offline"
+    step_unit = "gradient steps"  # what `steps` counts (run summaries, curves and messages say so)
 
     def __init__(self, ctx: ClassicContext, params: Any, reward_scale: float | str = 1.0) -> None:
         self.ctx, self.p, self.steps, self.steps_per_iteration = ctx, params, 0, 1

@@ -184,7 +184,8 @@ def test_an_offline_run_resumes_exactly(tmp_path):
     cfg = load_config("halfcheetah-sac", over + ["name=half"])
     assert train_run(cfg, stop_at=20) is None
     resumed = train_run(run_dir=tmp_path / "half", resume=True)
-    assert resumed["final_returns"] == whole["final_returns"] and resumed["env_steps"] == 40
+    assert resumed["final_returns"] == whole["final_returns"] and resumed["gradient_steps"] == 40
+    assert resumed["env_steps"] == 0 and whole["env_steps"] == 0  # an offline run never steps its environments
     from safetensors.torch import load_file
 
     a = load_file(str(tmp_path / "whole/checkpoints/step_000040/model.safetensors"))
