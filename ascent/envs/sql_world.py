@@ -350,13 +350,38 @@ def _quote(v: str) -> str:
     return "'" + v.replace("'", "''") + "'"
 
 
+CACHE_KEEP = 256  # databases kept in the shared temporary cache (a few KB each; the newest stay)
+
+
+def prune_cache(directory: Path, keep: int, spare: Optional[Path] = None) -> int:
+    """Delete all but the `keep` most recently written databases in `directory` (and builders' leftover `.tmp`
+    files older than an hour); `spare` is never deleted. A world whose file went is rebuilt on its next query
+    (`SqlWorld.execute`); the number of files deleted."""
+    now, gone = time.time(), 0
+    dbs = []
+    for f in directory.iterdir():
+        try:
+            mtime = f.stat().st_mtime
+        except OSError:  # deleted by a concurrent pruner
+            continue
+        if f.suffix == ".sqlite":
+            dbs.append((mtime, f))
+        elif f.suffix == ".tmp" and now - mtime > 3600:
+            f.unlink(missing_ok=True)
+    for _, f in sorted(dbs, reverse=True)[keep:]:
+        if f != spare:
+            f.unlink(missing_ok=True)
+            gone += 1
+    return gone
+
+
 class SqlWorld:
     """One generated database (a file written once, then only ever opened read-only) and its questions."""
 
     def __init__(self, cfg: SqlWorldConfig = SqlWorldConfig(), directory: Optional[str | Path] = None) -> None:
         self.cfg, self.domain = cfg, DOMAINS[cfg.domain]
         self.parents, self.children = self._rows(random.Random(f"sql-{cfg.domain}-{cfg.seed}"))
-        self.path = world_path(cfg, directory)
+        self.path, self._cached = world_path(cfg, directory), directory is None
         if not self.path.exists():
             self._write()
         d = self.domain
@@ -401,9 +426,13 @@ class SqlWorld:
         finally:
             conn.close()
         os.replace(tmp, self.path)
+        if self._cached:
+            prune_cache(self.path.parent, CACHE_KEEP, spare=self.path)
 
     def execute(self, sql: str, max_rows: int = 10_000, seconds: float = 2.0) -> QueryResult:
-        """`run_readonly` on this world's file."""
+        """`run_readonly` on this world's file (rebuilt first if the shared cache pruned it meanwhile)."""
+        if not self.path.exists():
+            self._write()
         return run_readonly(self.path, sql, max_rows=max_rows, seconds=seconds)
 
     def questions(self, num: int, kinds: Sequence[str] = tuple(KINDS), seed: int = 0) -> list[SqlQuestion]:
@@ -552,7 +581,7 @@ class SqlEnv(ToolEnv):
         """
         with self._lock:
             self.queries.append(sql)
-        return format_result(run_readonly(self.world.path, sql, self.max_rows, self.query_seconds), self.max_rows)
+        return format_result(self.world.execute(sql, self.max_rows, self.query_seconds), self.max_rows)
 
     def reset(self, task: SqlQuestion) -> Observation:
         self.queries = []

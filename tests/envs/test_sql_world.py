@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import sqlite3
 
@@ -280,3 +281,28 @@ def test_oracle_explores_then_answers_and_errs_only_where_told(world):
     for q in qs:
         reward, names = run_oracle(world, blind, q)
         assert (reward, bool(names)) == ((0.0, False) if q.kind in ("filter", "count") else (1.0, True))
+
+
+def test_shared_cache_is_pruned_and_a_pruned_world_rebuilds(tmp_path, monkeypatch):
+    """The default cache ($TMPDIR/ascent-sql-worlds) keeps the CACHE_KEEP newest databases; a world whose file
+    was pruned rebuilds it on its next query instead of failing to open it."""
+    import ascent.envs.sql_world as sw
+
+    monkeypatch.setattr(sw.tempfile, "gettempdir", lambda: str(tmp_path))
+    monkeypatch.setattr(sw, "CACHE_KEEP", 3)
+    worlds = []
+    for seed in range(6):
+        worlds.append(SqlWorld(SqlWorldConfig(domain="shop", num_parents=8, seed=seed)))
+        os.utime(worlds[-1].path, (1000 + seed, 1000 + seed))  # written in order, a second apart
+    cache = tmp_path / "ascent-sql-worlds"
+    left = sorted(p.name for p in cache.glob("*.sqlite"))
+    assert len(left) == 3 and left == sorted(w.path.name for w in worlds[3:])
+    assert not worlds[0].path.exists()
+    q = worlds[0].questions(1)[0]
+    fresh = SqlWorld(worlds[0].cfg, directory=tmp_path / "fresh")
+    assert worlds[0].execute(q.sql).rows == fresh.execute(q.sql).rows  # rebuilt, the same database
+    assert worlds[0].path.exists()
+    kept = SqlWorld(SqlWorldConfig(domain="shop", num_parents=8, seed=0), directory=tmp_path / "mine")
+    for seed in range(1, 6):
+        SqlWorld(SqlWorldConfig(domain="shop", num_parents=8, seed=seed), directory=tmp_path / "mine")
+    assert kept.path.exists() and len(list((tmp_path / "mine").glob("*.sqlite"))) == 6  # a user's folder: no pruning
