@@ -281,8 +281,8 @@ def write_dataset(
             dataset_id, spec, None, algorithm_name, "ascent", None, None, ref_min_score, ref_max_score,
             None, 100, description or f"{env_id or 'data'}, {algorithm_name}; written by ascent", None,
         )  # fmt: skip
-        storage = MinariStorage.new(
-            folder, observation_space=spaces[0], action_space=spaces[1], env_spec=spec,
+        storage = MinariStorage.new(  # an absolute folder: minari joins a relative one onto itself
+            folder.resolve(), observation_space=spaces[0], action_space=spaces[1], env_spec=spec,
             data_format="hdf5",
         )  # fmt: skip
         storage.update_metadata(metadata)

@@ -49,6 +49,16 @@ def test_write_then_read_round_trips_every_field(tmp_path):
     assert t.normalized_score([-1000.0, -100.0]).tolist() == [0.0, 100.0]
 
 
+def test_a_relative_output_folder_is_written_where_it_says(tmp_path, monkeypatch):
+    # `ascent collect ... --out datasets` (the documented command): minari joined a relative folder onto itself
+    monkeypatch.chdir(tmp_path)
+    folder = write_dataset(
+        "datasets", "pendulum-rel-v0", [episode(4, np.random.default_rng(1), True)], "Pendulum-v1", "t"
+    )
+    assert str(folder) == "datasets/pendulum-rel-v0" and (tmp_path / folder / "data" / "main_data.hdf5").is_file()
+    assert len(load_transitions(folder)) == 4
+
+
 def test_minari_itself_reads_what_ascent_writes(tmp_path, monkeypatch):
     import minari
 
