@@ -421,6 +421,7 @@ LIST_KINDS = [
     "co_policies",
     "co_losses",
     "co_problems",
+    "co_rmab_policies",
 ]
 
 

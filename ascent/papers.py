@@ -1039,3 +1039,10 @@ LAMER = Paper(
     "Meta-RL Induces Exploration in Language Agents",
     "arXiv:2512.16848",
 )
+SEQUOIA = Paper(
+    "SEQUOIA",
+    "Xu, Wilder, Khalil & Tambe",
+    2025,
+    "Reinforcement learning with combinatorial actions for coupled restless bandits (ICLR 2025)",
+    "arXiv:2503.01919",
+)

@@ -28,6 +28,7 @@ def registries() -> dict[str, Registry]:
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
+    from ascent.co.rmab import RMAB_POLICIES
     from ascent.data.samplers import SAMPLERS
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
@@ -63,6 +64,7 @@ def registries() -> dict[str, Registry]:
         "co_policies": CO_POLICIES,
         "co_losses": CO_LOSSES,
         "co_problems": CO_PROBLEMS,
+        "co_rmab_policies": RMAB_POLICIES,
     }
 
 
