@@ -404,6 +404,7 @@ LIST_KINDS = [
     "filters",
     "samplers",
     "explorers",
+    "drafters",
     "rewards",
     "recipes",
     "tasks",

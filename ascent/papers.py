@@ -519,7 +519,29 @@ SEER = Paper(
     2025,
     "Seer: Online Context Learning for Fast Synchronous LLM Reinforcement Learning",
     "arXiv:2511.14617",
-    note="length-aware request scheduling, `ascent/rollout/scheduling.py`",
+    note="length-aware request scheduling, `ascent/rollout/scheduling.py`; grouped speculative decoding, "
+    "`ascent/rollout/speculative.py`",
+)
+SPECULATIVE_DECODING = Paper(
+    "Speculative decoding",
+    "Leviathan et al.",
+    2023,
+    "Fast Inference from Transformers via Speculative Decoding (ICML 2023)",
+    "arXiv:2211.17192",
+)
+SPECULATIVE_SAMPLING = Paper(
+    "Speculative sampling",
+    "Chen et al.",
+    2023,
+    "Accelerating Large Language Model Decoding with Speculative Sampling",
+    "arXiv:2302.01318",
+)
+SUFFIX_DECODING = Paper(
+    "SuffixDecoding",
+    "Oliaro et al.",
+    2024,
+    "SuffixDecoding: Extreme Speculative Decoding for Emerging AI Applications",
+    "arXiv:2411.04975",
 )
 SERL = Paper(
     "SERL",

@@ -24,6 +24,15 @@ paired out, as `step_vs_trl.py` does for the step.
 (`malloc` in the run config, see `ascent.runtime.memory`): HF generate runs under it too; `--malloc system`
 keeps glibc's defaults for both.
 
+`--speculative [SPEC]` (default spec `seer_group`) measures grouped speculative decoding instead
+(`rollout.speculative`, `ascent.rollout.speculative`): the engine with and without it alternating rollout by
+rollout in ABBA order for `--paired` pairs (default 4), one seed per pair, after one warm-up call each, on
+every model and workload (`--temperatures`, default 1.0; 0 is greedy). Per (model, workload, temperature) one
+JSON object: `speedup_speculative` (median of the per-pair tokens/s ratios, with quartiles and range),
+`mean_accepted_draft_length` (accepted tokens per verified draft chain), `acceptance_rate` (accepted /
+drafted tokens), `tokens_identical` (every pair's tokens equal to the engine's without it: the same samples)
+and both sides' tokens/s; with the CPU model and the load before and after.
+
 `--device cuda` puts the models on the GPU and runs the ascent and HF engines there; when vllm is
 importable it adds a vLLM column (`vllm_tokens_per_s`, `speedup_vs_vllm`; its first, untimed call
 starts vLLM). vLLM's samples differ from the others' (its own RNG), so compare tokens/s, not outputs.
@@ -114,6 +123,72 @@ def paired_speedup(backend: str, policy, ids, samples: int, settings: SamplingSe
         "speedup_paired_min": round(min(ratios), 3),
         "speedup_paired_max": round(max(ratios), 3),
     }
+
+
+def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
+    """The engine with and without `args.speculative`, ABBA-alternating (see the module docstring)."""
+    policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
+    policy.model.to(device=args.device, dtype=getattr(torch, args.dtype))
+    ids, rows = prompt_ids(policy, model_name, args.prompts), []
+    for wl, temperature in [(w, float(t)) for w in workloads for t in args.temperatures.split(",")]:
+        max_new, ignore_eos = WORKLOADS[wl]
+        s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=temperature, ignore_eos=ignore_eos)
+        engines = {"plain": make_engine(args.backend), "spec": make_engine(args.backend, speculative=args.speculative)}
+        for engine in engines.values():  # warm-up
+            timed_rollout(engine, policy.model, ids, args.samples, s, seed=0)
+        load_before, ratios, rates, same = load(), [], {"plain": [], "spec": []}, True
+        drafted = accepted = chains = 0.0
+        lengths = []
+        for i in range(args.paired or 4):
+            order = ("plain", "spec") if i % 2 == 0 else ("spec", "plain")
+            r, outs = {}, {}
+            for side in order:
+                r[side], outs[side] = timed_rollout(engines[side], policy.model, ids, args.samples, s, seed=i + 1)
+                rates[side].append(r[side])
+            st = engines["spec"].last_stats
+            drafted, accepted, chains = (
+                drafted + st["spec_drafted"],
+                accepted + st["spec_accepted"],
+                chains + st["spec_chains"],
+            )
+            same &= torch.equal(outs["plain"].tokens, outs["spec"].tokens)
+            lengths.append(float(outs["plain"].lengths.float().mean()))
+            ratios.append(r["spec"] / r["plain"])
+        q = statistics.quantiles(ratios, n=4, method="inclusive") if len(ratios) > 1 else [ratios[0]] * 3
+        row = {
+            "model": model_name,
+            "workload": wl,
+            "temperature": temperature,
+            "speculative": args.speculative,
+            "pairs": len(ratios),
+            "speedup_speculative": round(statistics.median(ratios), 3),
+            "speedup_speculative_q1": round(q[0], 3),
+            "speedup_speculative_q3": round(q[2], 3),
+            "speedup_speculative_min": round(min(ratios), 3),
+            "speedup_speculative_max": round(max(ratios), 3),
+            "plain_tokens_per_s": round(statistics.median(rates["plain"]), 1),
+            "speculative_tokens_per_s": round(statistics.median(rates["spec"]), 1),
+            "mean_accepted_draft_length": round(accepted / max(chains, 1.0), 3),
+            "acceptance_rate": round(accepted / max(drafted, 1.0), 3),
+            "drafted_tokens": int(drafted),
+            "mean_completion_len": round(statistics.mean(lengths), 1),
+            "tokens_identical": same,
+            "sequences": args.prompts * args.samples,
+            "torch_threads": torch.get_num_threads(),
+            "load_before": load_before,
+            "load_after": load(),
+            "machine": machine(),
+        }
+        rows.append(row)
+        print(
+            f"  {model_name:8} {wl:11} T={temperature:g} speculative x{row['speedup_speculative']:5.2f} "
+            f"(quartiles {row['speedup_speculative_q1']:.2f}-{row['speedup_speculative_q3']:.2f}) "
+            f"accepted/chain {row['mean_accepted_draft_length']:.2f} identical {same}",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(json.dumps(row), flush=True)
+    return rows
 
 
 def bench(model_name: str, workloads: list[str], args, ceiling: float) -> list[dict]:
@@ -241,6 +316,15 @@ def main() -> None:
         "median per-pair ratio (speedup_paired)",
     )
     p.add_argument("--backend", default="ascent", help="ascent engine under test (ascent or cached)")
+    p.add_argument(
+        "--speculative",
+        nargs="?",
+        const="seer_group",
+        default=None,
+        help="measure grouped speculative decoding (rollout.speculative spec, default seer_group) against the "
+        "engine without it, ABBA-paired (speedup_speculative), instead of the HF comparison",
+    )
+    p.add_argument("--temperatures", default="1.0", help="--speculative: comma-separated sampling temperatures")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
@@ -286,6 +370,11 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
     print_machine()
+    if args.speculative:
+        for name in args.models.split(","):
+            speculative_rows(name, (args.smollm2_workloads if name == "smollm2" else args.workloads).split(","), args)
+        print(f"load after: {load()}", file=sys.stderr)
+        return
     size = 8192 if args.device.startswith("cuda") else 2048
     ceiling = matmul_gflops(size, device=args.device, dtype=getattr(torch, args.dtype))
     print(f"{args.dtype} matmul {size}x{size} on {args.device}: {ceiling:.1f} GFLOP/s", file=sys.stderr)

@@ -38,6 +38,7 @@ def registries() -> dict[str, Registry]:
     from ascent.rewards.constraints import CONSTRAINTS
     from ascent.rollout.backends import ENGINES
     from ascent.rollout.explorers import EXPLORERS
+    from ascent.rollout.speculative import DRAFTERS
     from ascent.runtime import RUNTIMES
     from ascent.tasks import TASKS
     from ascent.trainer.warmstart_data import WARMSTART_DATA
@@ -48,6 +49,7 @@ def registries() -> dict[str, Registry]:
         "filters": FILTERS,
         "samplers": SAMPLERS,
         "explorers": EXPLORERS,
+        "drafters": DRAFTERS,
         "rewards": REWARDS,
         "constraints": CONSTRAINTS,
         "tasks": TASKS,

@@ -184,6 +184,7 @@ def spec_registries() -> dict[str, Any]:
     from ascent.classic import CLASSIC
     from ascent.data.samplers import SAMPLERS
     from ascent.rollout.explorers import EXPLORERS
+    from ascent.rollout.speculative import DRAFTERS
     from ascent.tasks import TASKS
 
     return {
@@ -193,6 +194,7 @@ def spec_registries() -> dict[str, Any]:
         "data.task": TASKS,
         "data.sampler": SAMPLERS,
         "rollout.explorer": EXPLORERS,
+        "rollout.speculative": DRAFTERS,
         "classic.algorithm": CLASSIC,
     }
 

@@ -127,6 +127,11 @@ class RolloutConfig:
     `attention` deciding its attention); "auto": native where it applies (fp32 CPU model, `precision:
     model`, `attention` not torch, kernels built), torch otherwise. Same forward up to float summation
     order."""
+    speculative: str = "none"
+    """ascent backend: speculative decoding and its parameters (`ascent list drafters --params`). none: one
+    token per sequence and step; seer_group: Seer's grouped speculative decoding (Qin et al. 2025,
+    arXiv:2511.14617), drafts from the n-grams the sequence's group has generated, verified by the policy in
+    one forward, the same samples as without it (docs/runtime.md). Needs max_active_sequences=0."""
     explorer: str = "plain"
     """Explorer and its parameters (`ascent list explorers --params`): how a group's completions are
     produced; plain: sampled from the current policy."""

@@ -12,10 +12,11 @@ from transformers import PreTrainedModel
 
 from ascent.kernels import machine
 from ascent.rollout.cached_engine import CachedEngine
-from ascent.rollout.decoder import ATTENTION, DECODE_STEP, Decoder, supports
+from ascent.rollout.decoder import ATTENTION, DECODE_STEP, Decoder, prefill_prompts, supports
 from ascent.rollout.engine import check_prompts, left_pad
 from ascent.rollout.sampling import draw_uniforms, sample_tokens
 from ascent.rollout.scheduling import LengthPredictor, RequestQueue, balance_groups
+from ascent.rollout.speculative import DRAFTERS, decode_speculative
 from ascent.rollout.types import Generation, SamplingSettings
 
 PRECISIONS: dict[str, torch.dtype | None] = {"model": None, "bfloat16": torch.bfloat16}
@@ -80,6 +81,7 @@ class FastEngine:
         shards: int = 0,
         attention: str = "auto",
         decode_step: str = "auto",
+        speculative: str = "none",
     ) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"rollout.precision must be one of {sorted(PRECISIONS)}, got {precision!r}")
@@ -97,6 +99,13 @@ class FastEngine:
             raise ValueError(f"decode_step must be one of {DECODE_STEP}, got {decode_step!r}")
         self.attention = attention
         self.decode_step = decode_step
+        self.speculative = DRAFTERS.resolve(speculative, key="rollout.speculative")
+        self.draft_params = self.speculative()
+        """Grouped speculative decoding's parameters (`ascent.rollout.speculative`), None: off."""
+        if self.draft_params is not None and max_active_sequences:
+            raise ValueError(
+                f"rollout.speculative={speculative} decodes every sequence at once: set rollout.max_active_sequences=0"
+            )
         self.shards = shards
         self._warned_shards = False
         self.fallback = CachedEngine()
@@ -217,13 +226,20 @@ class FastEngine:
             "mean_active": sum(st["mean_active"] for _, st in results),
             "shards": float(k),
         }
+        if "spec_drafted" in results[0][1]:  # grouped speculative decoding: totals over the shards
+            for key in ("spec_verify_steps", "spec_drafted", "spec_accepted", "spec_chains"):
+                stats[key] = sum(st[key] for _, st in results)
+            stats["spec_mean_accepted"] = stats["spec_accepted"] / max(stats["spec_chains"], 1.0)
         return out, stats
 
     def _decode(
         self, dec: Decoder, prompt_ids: list[list[int]], n: int, s: SamplingSettings, u: torch.Tensor | None, cap: int
     ) -> tuple[Generation, dict[str, float]]:
         """Decode P prompts x n samples with at most `cap` sequences at once; `u` (max_new, P*n): their
-        pre-drawn uniforms (None: greedy). Returns the generation and the call's decode statistics."""
+        pre-drawn uniforms (None: greedy). Returns the generation and the call's decode statistics. With
+        `rollout.speculative` set, `ascent.rollout.speculative.decode_speculative` decodes instead."""
+        if self.draft_params is not None:
+            return decode_speculative(dec, prompt_ids, n, s, u, self.draft_params, self.compact_fraction)
         device = dec.embed.device
         ids, mask = left_pad(prompt_ids, s.pad_id, device)  # (P, L)
         (p, width), total, max_new = ids.shape, len(prompt_ids) * n, s.max_new_tokens
@@ -332,12 +348,4 @@ class FastEngine:
         dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the P (left-padded) prompts once into their own cache (P rows), copied into sample slots later."""
-        p, width = ids.shape
-        cache = dec.new_cache(p, width)
-        causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
-        eye = torch.eye(width, dtype=torch.bool, device=ids.device)
-        attn = (causal[None, None] & mask.bool()[:, None, None, :]) | eye[
-            None, None
-        ]  # pads see themselves: no NaN rows
-        dec.forward(ids, positions, cache, 0, attn)
-        return cache
+        return prefill_prompts(dec, ids, mask, positions)

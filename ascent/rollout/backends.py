@@ -24,7 +24,10 @@ ENGINES.register(
     "ascent's functional decoder: preallocated KV cache, shared prompt prefill, finished rows compacted out (default)",
     paper=papers.SEER,
     fidelity="ascent",
-    departures=("from Seer only its length-aware ordering of requests (`schedule=longest`, continuous batching)",),
+    departures=(
+        "from Seer its length-aware ordering of requests (`schedule=longest`, continuous batching) and, as the "
+        "option rollout.speculative=seer_group (`ascent.rollout.speculative`), its grouped speculative decoding",
+    ),
 )(FastEngine)
 ENGINES.register(
     "cached",
@@ -89,14 +92,19 @@ def make_engine(cfg: RolloutConfig | str = "ascent", **fields: Any) -> RolloutEn
     `ascent` and `vllm` backends; `precision`, "model", "bfloat16" (the `ascent` backend only) or "auto"
     (`auto_precision` on this CPU); `shards`, CPU decode shards of the `ascent` backend (0: automatic, 1:
     none); `attention`, the `ascent` backend's decode attention, "auto", "native" or "torch"; `decode_step`,
-    the `ascent` backend's one-thread decode step, "auto", "native" (one C call per step) or "torch". The
+    the `ascent` backend's one-thread decode step, "auto", "native" (one C call per step) or "torch";
+    `speculative`, the `ascent` backend's grouped speculative decoding (`ascent.rollout.speculative`). The
     sampling fields (temperature, ...) are not the engine's: they reach each call as `SamplingSettings`."""
     cfg = RolloutConfig(backend=cfg) if isinstance(cfg, str) else cfg
     cfg = dataclasses.replace(cfg, **fields) if fields else cfg
     name, max_active_sequences, precision, shards = cfg.backend, cfg.max_active_sequences, cfg.precision, cfg.shards
     if precision == "auto":  # a run resolves it first (`resolve_rollout_precision`); here: this CPU
         precision = auto_precision(name)[0]
-    attention, decode_step = cfg.attention, cfg.decode_step
+    attention, decode_step, speculative = cfg.attention, cfg.decode_step, cfg.speculative
+    if speculative != "none" and name != "ascent":
+        raise ValueError(
+            f"rollout.speculative={speculative!r} needs the 'ascent' backend, not {name!r}; set it to none"
+        )
     if max_active_sequences < 0:
         raise ValueError(f"rollout.max_active_sequences must be >= 0 (0: no cap), got {max_active_sequences}")
     engine = ENGINES.get(name)
@@ -125,6 +133,7 @@ def make_engine(cfg: RolloutConfig | str = "ascent", **fields: Any) -> RolloutEn
             shards=shards,
             attention=attention,
             decode_step=decode_step,
+            speculative=speculative,
         )
     if name == "vllm":
         return engine(max_active_sequences=max_active_sequences)

@@ -258,6 +258,7 @@ class Decoder:
             return ctypes.cast(t, ctypes.c_void_p)
 
         self._tables.append((embed, norm, lm_head))
+        self.packed = packed | {"lm_head": lm_head}  # also read by the multi-token verify forward (speculative)
         cfg = self.model.config
         return kernels.Model(
             layers=len(self.layers),
@@ -506,6 +507,20 @@ class Decoder:
             gate, up = F.linear(self.rms(x, w.ln_post), w.gate_up).chunk(2, dim=-1)  # (B, t, I) each
             x = x + F.linear(F.silu(gate) * up, w.down)
         return F.linear(F.rms_norm(x[:, -1], self.norm.shape, self.norm, self.eps), self.lm_head)  # (B, V)
+
+
+def prefill_prompts(
+    dec: Decoder, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the P (left-padded) prompts ids (P, L) once into their own cache (P rows); the engines copy it into
+    their samples' slots."""
+    p, width = ids.shape
+    cache = dec.new_cache(p, width)
+    causal = torch.ones(width, width, dtype=torch.bool, device=ids.device).tril()
+    eye = torch.eye(width, dtype=torch.bool, device=ids.device)
+    attn = (causal[None, None] & mask.bool()[:, None, None, :]) | eye[None, None]  # pads see themselves: no NaN rows
+    dec.forward(ids, positions, cache, 0, attn)
+    return cache
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
