@@ -51,8 +51,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--flip-rates", default="0.0,0.2", help="ipl row: one comparison per flip rate")
     ap.add_argument("--n-pairs", type=int, default=500, help="preference budget (ipl, reed rows)")
     ap.add_argument("--segment-len", type=int, default=25)
-    ap.add_argument("--extra", default="", help="more key=value for both arms' algorithm parameters")
+    ap.add_argument("--extra", default="", help="more key=value for both arms' algorithm parameters, ';'-separated")
     ap.add_argument("--treatment-extra", default="", help="more key=value for the treatment arm only")
+    ap.add_argument("--control-extra", default="", help="more key=value for the control arm only")
     ap.add_argument("--work", default=str(ROOT / "runs" / "offline-preference-rows"))
     return ap.parse_args(argv)
 
@@ -70,7 +71,7 @@ def algo_spec(arm: str, args: argparse.Namespace, flip: float, treatment: bool) 
         if arm != "ipl":
             kw += [f"reward_hidden=[{args.hidden}]"]
     kw += [x for x in args.extra.split(";") if x]
-    kw += [x for x in args.treatment_extra.split(";") if x] if treatment else []
+    kw += [x for x in (args.treatment_extra if treatment else args.control_extra).split(";") if x]
     return f"{arm}({','.join(kw)})"
 
 
