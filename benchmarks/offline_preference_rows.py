@@ -55,6 +55,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--treatment-extra", default="", help="more key=value for the treatment arm only")
     ap.add_argument("--control-extra", default="", help="more key=value for the control arm only")
     ap.add_argument("--work", default=str(ROOT / "runs" / "offline-preference-rows"))
+    ap.add_argument("--aggregate", nargs="*", default=None, metavar="OUT",
+                    help="train nothing: summarise the run lines printed by earlier invocations (e.g. seed ranges run "
+                         "in parallel) that carry this --row's tag")  # fmt: skip
     return ap.parse_args(argv)
 
 
@@ -93,14 +96,20 @@ def one_run(arm: str, spec: str, seed: int, args: argparse.Namespace, tag: str) 
         rec = json.loads(line)
         last.update({k: v for k, v in rec.items() if k.startswith("reward_model/")})
     ret = float(np.mean(summary["final_returns"]))
-    out = {"arm": arm, "seed": seed, "return": ret, "wall_s": round(wall, 1), "cpu_s": round(cpu, 1), **last}
+    out = {
+        "tag": tag,
+        "arm": arm,
+        "seed": seed,
+        "return": ret,
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        **last,
+    }
     print(json.dumps(out), flush=True)
     return out
 
 
 def compare(args: argparse.Namespace, flip: float, ref: tuple[float, float]) -> dict[str, Any]:
-    from ascent.app.stats import bootstrap_difference, bootstrap_interval
-
     treat, control = ARMS[args.row]
     tag = f"{args.row}-f{flip}-p{args.n_pairs}-{args.steps}"
     runs: dict[str, list[dict[str, Any]]] = {treat: [], control: []}
@@ -108,8 +117,21 @@ def compare(args: argparse.Namespace, flip: float, ref: tuple[float, float]) -> 
         order = (treat, control) if i % 2 == 0 else (control, treat)
         for arm in order:
             runs[arm].append(one_run(arm, algo_spec(arm, args, flip, arm == treat), seed, args, tag))
+    return summarize(runs, treat, control, ref, flip, {a: algo_spec(a, args, flip, a == treat) for a in runs})
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]], treat: str, control: str, ref: tuple[float, float], flip: float,
+              specs: dict[str, str]) -> dict[str, Any]:  # fmt: skip
+    """Per-arm returns, normalised scores, held-out accuracies, and the paired treatment - control differences
+    (runs of the same seed, matched by seed)."""
+    from ascent.app.stats import bootstrap_difference, bootstrap_interval
+
+    for rs in runs.values():
+        rs.sort(key=lambda r: r["seed"])
+    if [r["seed"] for r in runs[treat]] != [r["seed"] for r in runs[control]]:
+        raise SystemExit(f"unpaired seeds: {[r['seed'] for r in runs[treat]]} vs {[r['seed'] for r in runs[control]]}")
     lo, hi = ref
-    res: dict[str, Any] = {"flip_rate": flip, "specs": {a: algo_spec(a, args, flip, a == treat) for a in runs}}
+    res: dict[str, Any] = {"flip_rate": flip, "specs": specs, "seeds": [r["seed"] for r in runs[treat]]}
     for arm, rs in runs.items():
         rets = [r["return"] for r in rs]
         scores = [100.0 * (x - lo) / (hi - lo) for x in rets]
@@ -134,6 +156,19 @@ def compare(args: argparse.Namespace, flip: float, ref: tuple[float, float]) -> 
     return res
 
 
+def aggregate(args: argparse.Namespace, ref: tuple[float, float]) -> list[dict[str, Any]]:
+    """One comparison per tag of this row found in the --aggregate files' run lines."""
+    treat, control = ARMS[args.row]
+    by_tag: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for path in args.aggregate:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith('{"tag"') and json.loads(line)["tag"].startswith(args.row + "-"):
+                rec = json.loads(line)
+                by_tag.setdefault(rec["tag"], {treat: [], control: []})[rec["arm"]].append(rec)
+    flip = lambda tag: float(tag.split("-f")[1].split("-")[0])  # noqa: E731
+    return [summarize(runs, treat, control, ref, flip(tag), {"tag": tag}) for tag, runs in sorted(by_tag.items())]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import torch
@@ -145,6 +180,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ref = (data.ref_min_score, data.ref_max_score)
     if None in ref:
         raise SystemExit(f"{args.dataset}: no ref_min_score / ref_max_score to normalise with")
+    if args.aggregate is not None:
+        out = {"row": args.row, "dataset": args.dataset, "aggregated_from": args.aggregate,
+               "comparisons": aggregate(args, ref)}  # fmt: skip
+        print(json.dumps(out), flush=True)
+        return out
     start = machine()
     flips = [float(x) for x in args.flip_rates.split(",")] if args.row == "ipl" else [0.0]
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
