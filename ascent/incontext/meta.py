@@ -4,7 +4,7 @@ Importing this module registers every method (ascent/incontext/methods.py holds 
 
 from __future__ import annotations
 
-from ascent.incontext import evolve, lhf, meta_rtl  # noqa: F401  (register into META_METHODS)
+from ascent.incontext import evolve, lhf, meta_rtl, relic  # noqa: F401  (register into META_METHODS)
 from ascent.incontext.methods import META_METHODS, PAIRS, run_seeds
 
 
