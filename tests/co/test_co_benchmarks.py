@@ -1,5 +1,5 @@
-"""The co benchmark scripts run end to end on a tiny budget and print the fields docs/combinatorial.md reads (the RL4CO side
-only where rl4co is installed: it is a benchmark-only dependency, `pip install 'ascent[rl4co]'`)."""
+"""The co benchmark scripts run end to end on a tiny budget and print the fields docs/combinatorial.md reads (the
+RL4CO side only where rl4co is installed: it is a benchmark-only dependency, `pip install 'ascent[rl4co]'`)."""
 
 from __future__ import annotations
 
@@ -65,3 +65,31 @@ def test_co_poppy_prints_the_paired_difference(problem):
     assert arms == {"poppy", "pomo"}
     summary = rows[-1]
     assert summary["diff_gap_aug8"] == pytest.approx(summary["poppy_gap_aug8"] - summary["pomo_gap_aug8"], abs=1e-3)
+
+
+def test_co_compass_prints_equal_budgets_and_the_paired_difference():
+    rows = run(
+        "benchmarks/co_compass.py", "--seeds", "2", "--pretrain", "2", "--steps", "1", "--latents", "2",
+        "--latent-dim", "4", "--batch-size", "2", "--budget", "80", "--popsize", "4", "--components", "2",
+        "--eval-size", "4",
+    )  # fmt: skip
+    assert [r["seed"] for r in rows[:-1]] == [0, 1]
+    assert all(r["compass_budget_used"] == r["pomo_budget_used"] == 80 for r in rows[:-1])
+    final = rows[-1]
+    diffs = [r["compass_gap"] - r["pomo_gap"] for r in rows[:-1]]
+    assert final["diff_compass_minus_pomo_gap"] == pytest.approx(sum(diffs) / 2, abs=1e-3)
+    lo, hi = final["diff_compass_minus_pomo_gap_ci95"]
+    assert lo <= final["diff_compass_minus_pomo_gap"] <= hi
+
+
+def test_co_po_prints_curves_for_both_losses(tmp_path):
+    png = tmp_path / "curves.png"
+    rows = run(
+        "benchmarks/co_po.py", "--seeds", "2", "--steps", "4", "--eval-every", "2", "--batch-size", "4",
+        "--eval-size", "4", "--plot", str(png),
+    )  # fmt: skip
+    assert [[p[0] for p in r["pomo"]] for r in rows[:-1]] == [[0, 2, 4]] * 2
+    assert all(r["pomo"][0][2] == r["preference"][0][2] for r in rows[:-1])  # same initial weights
+    assert set(rows[-1]["gap_by_step"]) == {"2", "4"} and png.stat().st_size > 0
+    with pytest.raises(AssertionError, match="budget"):
+        run("benchmarks/co_compass.py", "--budget", "0")
