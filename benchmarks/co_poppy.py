@@ -11,9 +11,11 @@ trained for `--steps` more steps twice, on the same instances and sampling seeds
 - pomo:  each agent its own POMO loss on its own rollouts (`co_loss` pomo with a per-agent baseline): K independent
   POMO agents (sharing the encoder, as the population does).
 
-Both arms roll out the same K x n solutions per instance per step (equal compute). The population's test gap is the
-best over its K agents and n starts (greedy), with and without 8-fold augmentation, on the fixed test set. Prints a
-JSON line per (seed, arm) and a summary with the mean paired difference (poppy - pomo) and its 95% t-interval.
+Both arms roll out the same n solutions per instance per step (equal compute): `CoTrainer.step` rolls out co.starts
+(= n) solutions in all, split over the agents, so each agent trains from n / K start nodes (the first n / K nodes),
+not from all n as in the paper. The population's test gap is the best over its K agents and n starts (greedy), with
+and without 8-fold augmentation, on the fixed test set. Prints a JSON line per (seed, arm) and a summary with the
+mean paired difference (poppy - pomo) and its 95% t-interval.
 """
 
 from __future__ import annotations
