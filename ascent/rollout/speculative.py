@@ -20,8 +20,8 @@ What ascent does (`GroupDrafter`, `decode_speculative`):
   path score, Oliaro et al. 2024, arXiv:2411.04975, which Seer's drafts are scored with), up to `tokens`.
 - Adaptive length. A step drafts at most `budget` tokens over the whole batch: each of the A live sequences
   gets min(`tokens`, `budget` // A). A full batch (A > budget) decodes one token per sequence as without
-  speculation; the long tail gets long drafts. A group whose drafts keep being rejected (fewer than
-  `min_accept` of them accepted once `warmup` were verified) stops drafting for the rest of the call.
+  speculation; the long tail gets long drafts. Once the call has verified `warmup` drafted tokens, a group
+  drafts only while its estimated acceptance rate (its counts shrunk towards the call's) is >= `min_accept`.
 - Verification. A sequence feeds its last token and its draft d_1..d_k in one forward (each at its own cache
   column, seeing its own cache and the earlier drafted tokens); the logits at offset j give the policy's
   distribution p_j for position t+j. The engine draws y_j from p_j (temperature, top-k, top-p applied as
@@ -80,11 +80,14 @@ class GroupDraftParams:
     """Most drafted tokens per decode step over the whole batch (0: no limit); A live sequences draft
     min(tokens, budget // A) each, so a full batch decodes plainly and the long tail drafts long."""
     min_accept: float = 0.3
-    """A group stops drafting for the rest of the call once it has drafted `warmup` tokens and accepted
-    fewer than this share of them ((accepted + 1) / (drafted + 2)): drafts the policy keeps rejecting
-    only cost verification."""
+    """Once the call has verified `warmup` drafted tokens, a group drafts only while its estimated acceptance
+    rate is at least this: its own accepted / drafted counts shrunk towards the call's rate (`prior` tokens'
+    worth). Drafts the policy keeps rejecting only cost verification."""
     warmup: int = 16
-    """Drafted tokens a group verifies before `min_accept` can stop it."""
+    """Drafted tokens the call verifies before `min_accept` can stop a group."""
+    prior: float = 8.0
+    """Weight, in drafted tokens, of the call's acceptance rate in a group's estimate: a group with few
+    verified drafts is judged mostly by the call's."""
 
     def __post_init__(self) -> None:
         if self.tokens < 1:
@@ -95,8 +98,11 @@ class GroupDraftParams:
             raise ValueError(f"min_score must be in [0, 1], got {self.min_score}")
         if self.budget < 0:
             raise ValueError(f"budget must be >= 0 (0: no limit), got {self.budget}")
-        if not 0.0 <= self.min_accept <= 1.0 or self.warmup < 0:
-            raise ValueError(f"need 0 <= min_accept <= 1 and warmup >= 0, got {self.min_accept}, {self.warmup}")
+        if not 0.0 <= self.min_accept <= 1.0 or self.warmup < 0 or self.prior < 0:
+            raise ValueError(
+                f"need 0 <= min_accept <= 1, warmup >= 0, prior >= 0; "
+                f"got {self.min_accept}, {self.warmup}, {self.prior}"
+            )
 
 
 class GroupDrafter:
@@ -110,6 +116,7 @@ class GroupDrafter:
         self.tables: dict[int, dict[tuple[int, ...], list]] = {}
         self.history: list[list[int]] = []
         self.verified: dict[int, list[int]] = {}  # group -> [accepted, drafted]
+        self.total = [0, 0]  # the call's [accepted, drafted]
         for g, prompt in zip(groups, prompts):
             if g not in self.tables:  # the prompt's n-grams once per group
                 self.tables[g], self.verified[g] = {}, [0, 0]
@@ -132,13 +139,19 @@ class GroupDrafter:
 
     def record(self, i: int, drafted: int, accepted: int) -> None:
         """The policy accepted `accepted` of the `drafted` tokens drafted for sequence i."""
-        v = self.verified[self.groups[i]]
-        v[0], v[1] = v[0] + accepted, v[1] + drafted
+        for v in (self.verified[self.groups[i]], self.total):
+            v[0], v[1] = v[0] + accepted, v[1] + drafted
+
+    def acceptance(self, g: int) -> float:
+        """Group g's estimated acceptance rate: its counts shrunk towards the call's rate (Laplace-smoothed)."""
+        (accepted, drafted), (all_accepted, all_drafted) = self.verified[g], self.total
+        call = (all_accepted + 1) / (all_drafted + 2)
+        return (accepted + self.p.prior * call) / (drafted + self.p.prior) if drafted + self.p.prior else call
 
     def open(self, g: int) -> bool:
-        """Whether group g still drafts: fewer than `warmup` tokens verified, or enough of them accepted."""
-        accepted, drafted = self.verified[g]
-        return drafted < self.p.warmup or (accepted + 1) / (drafted + 2) >= self.p.min_accept
+        """Whether group g still drafts: the call has verified fewer than `warmup` drafted tokens, or the
+        group's estimated acceptance rate is at least `min_accept`."""
+        return self.total[1] < self.p.warmup or self.acceptance(g) >= self.p.min_accept
 
     def propose(self, i: int, k: int) -> list[int]:
         """Up to k draft tokens for sequence i, continuing its history (see the module docstring)."""
@@ -181,8 +194,8 @@ def no_drafter() -> None:
     paper=(papers.SEER, papers.SUFFIX_DECODING, papers.SPECULATIVE_DECODING, papers.SPECULATIVE_SAMPLING),
     fidelity="reduced",
     departures=(
-        "a group stops drafting once its drafts keep being rejected (min_accept after warmup tokens): ascent's "
-        "addition, so that a high-entropy policy does not pay for verifying drafts it rejects",
+        "a group stops drafting while its estimated acceptance rate (own counts shrunk towards the call's) is below "
+        "min_accept: ascent's addition, so that a high-entropy policy does not pay for verifying drafts it rejects",
         "per-group n-gram tables in the engine's process, not a compressed suffix tree in a distributed draft server"
         " (one CPU process holds a shard's groups; the lookups are the same longest-suffix matches)",
         "one draft chain per sequence, not Seer's multi-path (tree) drafts: the verify forward takes one chain per row",
@@ -331,32 +344,54 @@ def decode_speculative(
             )
             y, lp = sample_tokens(logits, s, u=None if u is None else u[step[r] + off, seq[r]])
         y_list, lp_cpu = y.tolist(), lp.cpu()
+        at_seq, at_pos, at_src = [], [], []  # what goes into the outputs: sequence, position, index into y/lp
+        go_rows, go_len, ended_rows, ended_seqs, eos_seqs = [], [], [], [], []
         for b in live:
             d, start, t0, i = fed[b], rows_of[b], step_list[b], seq_list[b]
-            emitted, ended = [], False
-            for j in range(len(d) + 1):
+            e, eos = 0, False
+            for j in range(len(d) + 1):  # emit y_0.. while the draft is matched (module docstring)
                 tok = y_list[start + j]
-                emitted.append(tok)
+                e += 1
                 if not s.ignore_eos and tok == s.eos_id:
-                    ended = finished[i] = True
+                    eos = True
                     break
                 if j >= len(d) or tok != d[j]:
                     break
-            e = len(emitted)
+            emitted = y_list[start : start + e]
             if d:
-                hits = e - 1 + (len(emitted) <= len(d) and emitted[-1] == d[e - 1])
+                hits = e - 1 + (e <= len(d) and emitted[-1] == d[e - 1])
                 drafted, accepted, chains = drafted + len(d), accepted + hits, chains + 1
                 drafter.record(i, len(d), hits)
-                key_valid[b, head + t0 + e : head + t0 + len(d) + 1] = False  # roll back the rejected columns
-            out_tokens[i, t0 : t0 + e] = torch.tensor(emitted)
-            out_lp[i, t0 : t0 + e] = lp_cpu[start : start + e]
-            lengths[i] = t0 + e
+                if e < len(d) + 1:
+                    key_valid[b, head + t0 + e : head + t0 + len(d) + 1] = False  # roll back the rejected columns
+            at_seq += [i] * e
+            at_pos += range(t0, t0 + e)
+            at_src += range(start, start + e)
             drafter.extend(i, emitted)
-            if ended or t0 + e >= max_new:
-                alive[b] = False
-                step[b] = max_new - 1  # dead rows stay in range until compacted
+            if eos or t0 + e >= max_new:
+                ended_rows.append(b)
+                ended_seqs.append(i)
+                if eos:
+                    eos_seqs.append(i)
             else:
-                step[b], pos[b], feed[b] = t0 + e, pos[b] + e, emitted[-1]
+                go_rows.append(b)
+                go_len.append(e)
+        src = torch.tensor(at_src)
+        at_seq_t = torch.tensor(at_seq)
+        out_tokens[at_seq_t, torch.tensor(at_pos)] = y.cpu()[src]
+        out_lp[at_seq_t, torch.tensor(at_pos)] = lp_cpu[src]
+        lengths.index_add_(0, at_seq_t, torch.ones(len(at_seq), dtype=torch.long))
+        finished[eos_seqs] = True
+        if ended_rows:
+            alive[ended_rows] = False
+            step[ended_rows] = max_new - 1  # dead rows stay in range until compacted
+        if go_rows:
+            rows_t = torch.tensor(go_rows, device=device)
+            inc = torch.tensor(go_len, device=device)
+            last = torch.tensor([rows_of[b] + k - 1 for b, k in zip(go_rows, go_len)], device=device)
+            step[rows_t] += inc
+            pos[rows_t] += inc
+            feed[rows_t] = y[last]
         if not bool(alive[:a].any()):
             break
         if (~alive[:a]).sum() >= compact_fraction * a:

@@ -65,16 +65,18 @@ def test_longest_context_wins_and_min_match_is_respected():
 
 
 def test_a_group_whose_drafts_are_rejected_stops_drafting():
-    d = drafter([0, 0], [[1, 2, 1, 2, 1, 2], [1, 2, 1, 2, 1, 2]], min_match=1, ngram=2, min_accept=0.3, warmup=4)
+    prompts = [[1, 2, 1, 2, 1, 2]] * 3
+    d = drafter([0, 0, 1], prompts, min_match=1, ngram=2, min_accept=0.3, warmup=4, prior=2.0)
     assert d.propose(0, 2) == [1, 2]
     d.record(0, 2, 0)
     assert d.propose(1, 2) == [1, 2]  # 2 verified < warmup
     d.record(1, 2, 0)
-    assert d.propose(0, 2) == []  # (0 + 1) / (4 + 2) < 0.3
-    d.record(0, 0, 0)
-    open_group = drafter([0], [[1, 2, 1, 2]], min_match=1, ngram=2, min_accept=0.3, warmup=4)
-    open_group.record(0, 4, 3)
-    assert open_group.propose(0, 1) == [1]
+    # call rate (0 + 1) / (4 + 2) = 1/6; group 0: (0 + 2/6) / (4 + 2) < 0.3; group 1 (no drafts yet): 1/6
+    assert d.propose(0, 2) == [] and d.propose(2, 2) == []
+    d.record(2, 6, 6)  # a group whose drafts are accepted: call rate 7/12, group 1 (6 + 2 * 7/12) / 8 >= 0.3
+    assert d.propose(2, 1) == [1]
+    assert d.acceptance(0) == pytest.approx((0 + 2 * 7 / 12) / (4 + 2))
+    assert d.propose(0, 1) == []  # still below: 0.19
 
 
 def peaked(policy, scale: float = 25.0):
