@@ -71,7 +71,17 @@ def main() -> None:
     )
     ap.add_argument("--components", type=int, default=3, help="CMA-ES states per instance")
     ap.add_argument("--eval-size", type=int, default=100)
+    ap.add_argument("--plot", default="", help="write the mean gap against rollouts spent to this PNG")
+    ap.add_argument(
+        "--aggregate", nargs="+", default=[], help="summarise (and --plot) the seed lines of earlier runs' output files"
+    )
     args = ap.parse_args()
+    if args.aggregate:
+        rows = [json.loads(line) for f in args.aggregate for line in open(f) if line.startswith('{"seed"')]
+        if not rows:
+            raise SystemExit(f"no seed lines in {', '.join(args.aggregate)}")
+        summarise(rows, {"aggregate": args.aggregate, "seeds": [r["seed"] for r in rows]}, args.plot)
+        return
     if args.budget < 1:
         raise SystemExit(f"--budget must be positive, got {args.budget}")
     torch.set_num_threads(1)
@@ -142,14 +152,51 @@ def main() -> None:
         row["load"] = os.getloadavg()[0]
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-    summary = {k: v for k, v in vars(args).items()}
+    summarise(rows, {k: v for k, v in vars(args).items() if k != "aggregate"}, args.plot)
+
+
+def summarise(rows: list[dict], summary: dict, plot: str) -> None:
+    """Means, paired differences with 95% t-intervals, the mean curves; a PNG of the curves if `plot`."""
     for key in ("compass_gap", "compass_uniform_gap", "pomo_gap", "pomo_greedy_multistart_gap"):
         summary[f"mean_{key}"] = round(statistics.mean(r[key] for r in rows), 4)
     for other in ("pomo_gap", "compass_uniform_gap"):
         diffs = [r["compass_gap"] - r[other] for r in rows]
         summary[f"diff_compass_minus_{other}"] = round(statistics.mean(diffs), 4)
         summary[f"diff_compass_minus_{other}_ci95"] = ci95(diffs)
+    budgets = [u for u, _ in rows[0]["compass_curve"]]
+    for arm in ("compass", "pomo"):
+        summary[f"{arm}_curve_mean"] = [
+            [u, round(statistics.mean(r[f"{arm}_curve"][i][1] for r in rows), 3)] for i, u in enumerate(budgets)
+        ]
     print(json.dumps(summary), flush=True)
+    if plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for arm, color, label in (
+            ("compass", "tab:red", "COMPASS, CMA-ES latent search"),
+            ("pomo", "tab:blue", "POMO, sampling"),
+        ):
+            for r in rows:
+                ax.plot(budgets, [c for _, c in r[f"{arm}_curve"]], color=color, alpha=0.2, lw=0.8)
+            ax.plot(
+                budgets,
+                [c for _, c in summary[f"{arm}_curve_mean"]],
+                color=color,
+                lw=2,
+                label=f"{label} (mean of {len(rows)})",
+            )
+        ax.set_xlabel("rollouts per instance")
+        ax.set_ylabel("gap of the best tour so far (%)")
+        ax.set_title("test-time search at equal rollouts")
+        ax.grid(alpha=0.3)
+        ax.legend()
+        fig.tight_layout()
+        Path(plot).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(plot, dpi=110)
 
 
 if __name__ == "__main__":

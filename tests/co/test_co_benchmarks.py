@@ -67,7 +67,7 @@ def test_co_poppy_prints_the_paired_difference(problem):
     assert summary["diff_gap_aug8"] == pytest.approx(summary["poppy_gap_aug8"] - summary["pomo_gap_aug8"], abs=1e-3)
 
 
-def test_co_compass_prints_equal_budgets_and_the_paired_difference():
+def test_co_compass_prints_equal_budgets_and_the_paired_difference(tmp_path):
     rows = run(
         "benchmarks/co_compass.py", "--seeds", "2", "--pretrain", "2", "--steps", "1", "--latents", "2",
         "--latent-dim", "4", "--batch-size", "2", "--budget", "80", "--popsize", "4", "--components", "2",
@@ -80,6 +80,12 @@ def test_co_compass_prints_equal_budgets_and_the_paired_difference():
     assert final["diff_compass_minus_pomo_gap"] == pytest.approx(sum(diffs) / 2, abs=1e-3)
     lo, hi = final["diff_compass_minus_pomo_gap_ci95"]
     assert lo <= final["diff_compass_minus_pomo_gap"] <= hi
+    # --aggregate re-summarises saved seed lines (several runs' outputs) without training
+    log = tmp_path / "run.jsonl"
+    log.write_text("\n".join(json.dumps(r) for r in rows))
+    again = run("benchmarks/co_compass.py", "--aggregate", str(log), "--plot", str(tmp_path / "c.png"))[-1]
+    assert again["seeds"] == [0, 1] and again["diff_compass_minus_pomo_gap_ci95"] == pytest.approx([lo, hi], abs=0.01)
+    assert len(again["compass_curve_mean"]) == len(rows[0]["compass_curve"]) and (tmp_path / "c.png").stat().st_size > 0
 
 
 def test_co_po_prints_curves_for_both_losses(tmp_path):
