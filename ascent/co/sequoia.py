@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -39,7 +39,7 @@ from ascent.co.rmab import RMAB_POLICIES, ActionMILP, CoRMAB, RMABPolicy
 class QNet(nn.Module):
     """Q(s, a): Linear(2J -> h1) - ReLU - Linear(h1 -> h2) - ReLU - Linear(h2 -> 1) on [a, s]."""
 
-    def __init__(self, arms: int, hidden: tuple[int, ...] = (16, 32)) -> None:
+    def __init__(self, arms: int, hidden: tuple[int, ...] | list[int] = (16,)) -> None:
         super().__init__()
         dims = [2 * arms, *hidden]
         self.hidden = nn.ModuleList(nn.Linear(i, o) for i, o in zip(dims[:-1], dims[1:]))
@@ -102,7 +102,7 @@ def greedy_action(net: QNet, inst: CoRMAB, state: torch.Tensor) -> tuple[torch.T
 class SequoiaParams:
     """SEQUOIA's training (defaults: the authors' code where it fits a small CPU budget; see departures)."""
 
-    hidden: tuple[int, ...] = (16,)
+    hidden: list[int] = field(default_factory=lambda: [16])
     """Hidden layer widths of the Q-network (the authors': 16, 32; one layer here keeps HiGHS's per-step MILP at
     about 10 ms of CPU, against about 0.3 s with the authors' two layers)."""
     episodes: int = 40

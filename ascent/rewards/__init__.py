@@ -8,6 +8,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     grounding,  # noqa: F401,E402 - source_similarity (reference-free grounding in the source)
     judge,  # noqa: F401,E402 - judge (a generative judge LM with voting)
     lp_solver,
+    milp_solver,  # noqa: F401,E402 - milp_solver (solver-verified MILP models, SDRL)
     online_rm,  # noqa: F401,E402 - rm_online (a reward model updated on the batches it scores)
     peers,  # noqa: F401,E402 - peer_consensus (majority of the group / of peer models, label-free)
     reward_model,  # noqa: F401,E402 - reward_model (rm:PATH)

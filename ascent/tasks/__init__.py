@@ -15,6 +15,7 @@ from ascent.tasks import (  # noqa: F401
     hf_dataset,
     jsonl,
     llm4cov,  # the llm4cov prompt sampler (data.sampler), over code rows
+    opt_modelling,
     search_world,
     sql_world,
     textworld,

@@ -27,6 +27,7 @@ def test_every_task_module_registers_itself():
         "gsm_symbolic",
         "hf",
         "jsonl",
+        "opt_modelling",
         "search_world",
         "sql_world",
         "textworld",
