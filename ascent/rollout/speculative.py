@@ -345,7 +345,7 @@ def decode_speculative(
             y, lp = sample_tokens(logits, s, u=None if u is None else u[step[r] + off, seq[r]])
         y_list, lp_cpu = y.tolist(), lp.cpu()
         at_seq, at_pos, at_src = [], [], []  # what goes into the outputs: sequence, position, index into y/lp
-        go_rows, go_len, ended_rows, ended_seqs, eos_seqs = [], [], [], [], []
+        go_rows, go_len, ended_rows, eos_seqs = [], [], [], []
         for b in live:
             d, start, t0, i = fed[b], rows_of[b], step_list[b], seq_list[b]
             e, eos = 0, False
@@ -370,7 +370,6 @@ def decode_speculative(
             drafter.extend(i, emitted)
             if eos or t0 + e >= max_new:
                 ended_rows.append(b)
-                ended_seqs.append(i)
                 if eos:
                     eos_seqs.append(i)
             else:
@@ -382,9 +381,8 @@ def decode_speculative(
         out_lp[at_seq_t, torch.tensor(at_pos)] = lp_cpu[src]
         lengths.index_add_(0, at_seq_t, torch.ones(len(at_seq), dtype=torch.long))
         finished[eos_seqs] = True
-        if ended_rows:
+        if ended_rows:  # a dead row keeps its last cache column (in range) until compacted: it never widens `end`
             alive[ended_rows] = False
-            step[ended_rows] = max_new - 1  # dead rows stay in range until compacted
         if go_rows:
             rows_t = torch.tensor(go_rows, device=device)
             inc = torch.tensor(go_len, device=device)
