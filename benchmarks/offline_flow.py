@@ -67,6 +67,7 @@ def run_one(algo: str, args: argparse.Namespace, seed: int) -> dict[str, Any]:
     import gymnasium as gym
     import torch
 
+    import ascent.offline  # noqa: F401  (registers the offline algorithms)
     from ascent.classic import CLASSIC
     from ascent.classic.base import ClassicContext
     from ascent.classic.envs import VecEnv, evaluate
