@@ -30,6 +30,7 @@ def registries() -> dict[str, Registry]:
     from ascent.co.knapsack import CO_PROBLEMS
     from ascent.co.rmab import RMAB_POLICIES
     from ascent.data.samplers import SAMPLERS
+    from ascent.incontext import icpi, lamer, subtask_graph  # noqa: F401  (register the in-context agents)
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
     from ascent.incontext.meta import META_METHODS

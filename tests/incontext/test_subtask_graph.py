@@ -103,3 +103,20 @@ def test_mtsgi_beats_msgi_and_q_learning_after_one_episode():
     assert m["msgi"][1] >= 0.9 * m["oracle"][1] and (out["oracle"] >= out["mtsgi"] - 1e-9).all()
     with pytest.raises(ValueError, match="split"):
         fam.tasks("val", 1, 0)
+
+
+def test_ascent_list_sees_every_incontext_agent():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from ascent.app.references import registries; print(' '.join(registries()['incontext_agents'].names()))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert {"mtsgi", "msgi", "option_q", "icpi", "lamer", "grpo_single_attempt"} <= set(out)
