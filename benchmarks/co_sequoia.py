@@ -42,7 +42,10 @@ def ci95(xs: list[float]) -> list[float]:
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
     inst = generate_cormab(args.arms, args.workers, seed=seed, horizon=args.horizon)
     cpu0, wall0 = time.process_time(), time.time()
-    net, info = train_sequoia(inst, seed, SequoiaParams(episodes=args.episodes))
+    params = SequoiaParams(
+        episodes=args.episodes, pretrain_samples=args.pretrain_samples, pretrain_epochs=args.pretrain_epochs
+    )
+    net, info = train_sequoia(inst, seed, params)
     train_cpu, train_wall = time.process_time() - cpu0, time.time() - wall0
     g = torch.Generator().manual_seed(seed)
     policies = {
@@ -68,6 +71,8 @@ def main() -> None:
     ap.add_argument("--horizon", type=int, default=10)
     ap.add_argument("--episodes", type=int, default=40, help="SEQUOIA's DQN episodes")
     ap.add_argument("--eval-episodes", type=int, default=50)
+    ap.add_argument("--pretrain-samples", type=int, default=SequoiaParams.pretrain_samples)
+    ap.add_argument("--pretrain-epochs", type=int, default=SequoiaParams.pretrain_epochs)
     args = ap.parse_args()
     torch.set_num_threads(1)
     print(json.dumps({"cpu": _cpu(), "load": os.getloadavg(), "args": vars(args)}), flush=True)

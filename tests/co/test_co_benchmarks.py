@@ -99,3 +99,12 @@ def test_co_po_prints_curves_for_both_losses(tmp_path):
     assert set(rows[-1]["gap_by_step"]) == {"2", "4"} and png.stat().st_size > 0
     with pytest.raises(AssertionError, match="budget"):
         run("benchmarks/co_compass.py", "--budget", "0")
+
+
+def test_co_sequoia_prints_paired_returns_for_each_seed():
+    tiny = ["--arms", "3", "--workers", "1", "--horizon", "3", "--episodes", "1", "--eval-episodes", "2"]
+    rows = run("benchmarks/co_sequoia.py", "--seeds", "2", *tiny, "--pretrain-samples", "40", "--pretrain-epochs", "1")
+    seeds, summary = rows[1:-1], rows[-1]["summary"]
+    assert [r["seed"] for r in seeds] == [0, 1] and all(r["milp_solves_target"] > 0 for r in seeds)
+    assert summary["seeds"] == 2 and len(summary["diff_ci95"]) == 2
+    assert summary["diff_mean"] == pytest.approx(sum(r["sequoia"] - r["myopic"] for r in seeds) / 2, abs=1e-3)
