@@ -49,7 +49,7 @@ class LatentParams(AttentionModelParams):
     latent_dim: int = 16
     """L, the dimension of the latent space (the paper: 16)."""
     latents: int = 8
-    """K, latents sampled per training step (the paper: 64 for TSP100; fewer here for the CPU)."""
+    """K, latents sampled per training step (the authors' TSP config: 128; fewer here for the CPU)."""
     amplification: float = 100.0
     """z in [-1, 1]^L enters the decoder as amplification * z (the authors' `behavior_amplification`)."""
 
