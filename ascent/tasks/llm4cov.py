@@ -32,7 +32,7 @@ import torch
 from ascent.data.sampler import RowSampler
 from ascent.data.samplers import SAMPLERS, Draw, PromptSampler, SamplerContext, group_rewards
 from ascent.registry import Paper
-from ascent.rewards.sandbox import run_code, score_tests
+from ascent.rewards.sandbox import SandboxUnavailable, isolation, run_code, score_tests
 from ascent.typed import ConfigError
 
 LLM4COV = Paper(
@@ -110,6 +110,13 @@ class LLM4CovSampler(PromptSampler):
         self.params = params
         n = len(ctx.rows)
         if params.validate:
+            try:
+                isolation(params.sandbox)
+            except SandboxUnavailable as err:
+                raise ConfigError(
+                    f"data.sampler=llm4cov: cannot validate rows: {str(err).split('. Install')[0]}; install "
+                    "bubblewrap, or set llm4cov(sandbox=unsafe-local) (the rows' reference solutions) or validate=false"
+                ) from err
             with ThreadPoolExecutor(max_workers=2) as pool:
                 reasons = list(pool.map(lambda r: validate_row(r, params.sandbox), ctx.rows))
         else:

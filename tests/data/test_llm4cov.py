@@ -66,3 +66,11 @@ def test_llm4cov_resumes_exactly():
     b = sampler(rows, "validate=false", seed=4)
     b.load_state_dict(a.state_dict())
     assert [b.next(5).indices for _ in range(3)] == [a.next(5).indices for _ in range(3)]
+
+
+def test_without_bubblewrap_validation_says_what_to_set(monkeypatch):
+    import ascent.rewards.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "bwrap_status", lambda: (False, "bubblewrap is not installed"))
+    with pytest.raises(ConfigError, match=r"llm4cov: cannot validate rows: .*not installed; install bubblewrap"):
+        SAMPLERS.resolve("llm4cov")(SamplerContext(code_function_rows(2, 0), seed=0, samples_per_prompt=4))
