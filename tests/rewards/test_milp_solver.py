@@ -99,3 +99,10 @@ def test_opt_modelling_task_wiring():
     assert task.tokenizer.decode(ids, skip_special_tokens=True) == task.train[0]["model"]
     prose = load_task(DataConfig(task="opt_modelling(style=prose)", num_train=5, num_eval=2), seed=0)
     assert prose.tokenizer is None and "Write the model" in prose.train[0]["prompt"]
+
+
+def test_sdrl_gated_diversity_gates_on_the_milp_reward():
+    r = resolve_reward("gated_diversity(matcher='milp_solver')")
+    other = INT_MODEL.replace("int x, y", "integer x y")  # the same model, written differently
+    out = r(["p"] * 3, [INT_MODEL, other, LP_MODEL], answer=["20"] * 3, group=[0, 0, 0])
+    assert out[2] == 0.0 and out[0] > 1.0 and out[1] > 1.0  # the relaxed model gets nothing, the right ones a bonus
