@@ -1068,3 +1068,12 @@ SEQUOIA = Paper(
     "Reinforcement learning with combinatorial actions for coupled restless bandits (ICLR 2025)",
     "arXiv:2503.01919",
 )
+
+# Applications (issue 42; docs/applications.md)
+CAUSAL_ROUTER = Paper(
+    "CausalRouter",
+    "Tsiourvas, Sun & Perakis",
+    2025,
+    "Causal LLM routing: end-to-end regret minimization from observational data",
+    "arXiv:2505.16037",
+)
