@@ -177,9 +177,16 @@ def _specs_from_raw(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+def register_classic_families() -> None:
+    """Import the packages that register classic algorithms outside `ascent.classic`: the offline algorithms and
+    the evolved loss-graph DQN (`dqn_loss_graph`), so that a recipe or the command line can name them."""
+    import ascent.incontext.evolve  # noqa: F401
+    import ascent.offline  # noqa: F401
+
+
 def spec_registries() -> dict[str, Any]:
     """The registry each piece-spec key resolves in."""
-    import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
+    register_classic_families()
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.classic import CLASSIC
     from ascent.data.samplers import SAMPLERS
@@ -203,7 +210,7 @@ def resolve_specs(cfg: RunConfig) -> RunConfig:
     """Check every piece spec against its registry (name, parameters, ranges) and write it back in the
     canonical form (`taco(alpha=0.05)`: non-default parameters only, numbers typed)."""
     if cfg.classic is not None:  # a Gymnasium run: its algorithm only (the language-model pieces are unused)
-        import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
+        register_classic_families()
         from ascent.classic import CLASSIC
         from ascent.classic.wrappers import canonical_wrappers
 

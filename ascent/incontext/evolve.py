@@ -202,6 +202,9 @@ def dqn_loss_graph(ctx: ClassicContext, params: LossGraphDQNParams = LossGraphDQ
     return LossGraphDQN(ctx, params)
 
 
+dqn_loss_graph.action_spaces = frozenset({"discrete"})
+
+
 # ------------------------------------------------------------------------------------------------ search
 
 

@@ -105,3 +105,29 @@ def test_a_tiny_search_scores_real_dqn_runs_and_keeps_the_best():
     assert out["trained"] == len(trained) == 3
     assert out["best_score"] == max(h[1] for h in trained) and 0 < out["best_score"] <= 1
     assert all(h[1] == 0.0 for h in out["history"] if h[2] == "no-grad")
+
+
+def test_a_recipe_can_name_dqn_loss_graph_in_a_fresh_interpreter():
+    """`classic.algorithm=dqn_loss_graph(...)` resolves from the command line without anything importing
+    ascent.incontext.evolve first (it registers outside ascent.classic)."""
+    import subprocess
+    import sys
+
+    code = (
+        "from ascent.config.loader import load_config\n"
+        "cfg = load_config('cartpole-ppo', ['classic.algorithm=dqn_loss_graph'])\n"
+        "print(cfg.classic.algorithm)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-400:]
+    assert out.stdout.strip().startswith("dqn_loss_graph")
+
+
+def test_every_classic_algorithm_says_which_action_spaces_it_handles():
+    """The config check reads `fn.action_spaces` of every classic entry to suggest alternatives; one entry without
+    it turned every action-space mismatch into an AttributeError."""
+    from ascent.classic import CLASSIC
+    from ascent.config.loader import register_classic_families
+
+    register_classic_families()
+    assert [e.name for e in CLASSIC.entries() if not hasattr(e.fn, "action_spaces")] == []
