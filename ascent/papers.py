@@ -1077,3 +1077,77 @@ CAUSAL_ROUTER = Paper(
     "Causal LLM routing: end-to-end regret minimization from observational data",
     "arXiv:2505.16037",
 )
+
+# Methods the newer pieces build on, cited in their docstrings and docs (not pieces of their own)
+FQL = Paper(
+    "FQL",
+    "Park, Li & Levine",
+    2025,
+    "Flow Q-Learning",
+    "arXiv:2502.02538",
+    note="one-step flow policy distilled from a 10-step behaviour-flow solve; FAN's alternative (`ascent/offline/fan.py`)",
+)
+MEAN_FLOWS = Paper(
+    "MeanFlow",
+    "Geng, Deng, Bai, Kolter & He",
+    2025,
+    "Mean Flows for One-step Generative Modeling",
+    "arXiv:2505.13447",
+    note="the average-velocity identity MeanFlowQL's policy is trained with (`ascent/offline/meanflow_ql.py`)",
+)
+MAML = Paper(
+    "MAML",
+    "Finn, Abbeel & Levine",
+    2017,
+    "Model-Agnostic Meta-Learning for Fast Adaptation of Deep Networks",
+    "arXiv:1703.03400",
+    note="the inner/outer loop Meta-RTL's first-order meta-gradient follows (`ascent/incontext/meta_rtl.py`)",
+)
+ATTENTION_SINKS = Paper(
+    "StreamingLLM",
+    "Xiao, Tian, Chen, Han & Lewis",
+    2023,
+    "Efficient Streaming Language Models with Attention Sinks",
+    "arXiv:2309.17453",
+    note="the sink entries ReLIC's trial transformer learns (`ascent/incontext/relic.py`)",
+)
+NEUR2SP = Paper(
+    "Neur2SP",
+    "Dumouchelle, Patel, Khalil & Bodur",
+    2022,
+    "Neur2SP: Neural Two-Stage Stochastic Programming",
+    "arXiv:2205.12006",
+    note="the MILP embedding of a ReLU network SEQUOIA reuses (`ascent/co/sequoia.py`)",
+)
+IMPLICIT_BC = Paper(
+    "Implicit BC",
+    "Florence et al.",
+    2021,
+    "Implicit Behavioral Cloning",
+    "arXiv:2109.00137",
+    note="the derivative-free optimiser BR-RCRL's energy-based return model is sampled with (`ascent/offline/br_rcrl.py`)",
+)
+B_PREF = Paper(
+    "B-Pref",
+    "Lee, Smith, Dragan & Abbeel",
+    2021,
+    "B-Pref: Benchmarking Preference-Based Reinforcement Learning",
+    "arXiv:2111.03026",
+    note="the synthetic-preference protocol (segment returns, flipped labels) of `ascent/offline/preferences.py`",
+)
+SIMSIAM = Paper(
+    "SimSiam",
+    "Chen & He",
+    2020,
+    "Exploring Simple Siamese Representation Learning",
+    "arXiv:2011.10566",
+    note="the self-predictive loss of REED's dynamics-aware representation (`ascent/offline/reed.py`)",
+)
+REED_COLL = Paper(
+    "REED (CoRL 2023)",
+    "Metcalf, Sarabia, Mackraz & Theobald",
+    2023,
+    "Sample-Efficient Preference-based Reinforcement Learning with Dynamics Aware Rewards",
+    "arXiv:2402.17975",
+    note="the extended version of REED (arXiv:2211.06527), cited by `ascent/offline/reed.py`",
+)
