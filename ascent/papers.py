@@ -941,7 +941,7 @@ GAIL = Paper(
     "arXiv:1606.03476",
 )
 
-# -- neural combinatorial optimisation (ascent.co, docs/combinatorial.md) -----------------------------------------------------
+# -- neural combinatorial optimisation (ascent.co, docs/combinatorial.md) ----------------------------------------------
 
 ATTENTION_MODEL = Paper(
     "Attention Model",
@@ -1085,7 +1085,7 @@ FQL = Paper(
     2025,
     "Flow Q-Learning",
     "arXiv:2502.02538",
-    note="one-step flow policy distilled from a 10-step behaviour-flow solve; FAN's alternative (`ascent/offline/fan.py`)",
+    note="a one-step policy distilled from a 10-step flow solve; FAN's alternative (`ascent/offline/fan.py`)",
 )
 MEAN_FLOWS = Paper(
     "MeanFlow",
@@ -1125,7 +1125,7 @@ IMPLICIT_BC = Paper(
     2021,
     "Implicit Behavioral Cloning",
     "arXiv:2109.00137",
-    note="the derivative-free optimiser BR-RCRL's energy-based return model is sampled with (`ascent/offline/br_rcrl.py`)",
+    note="the derivative-free optimiser BR-RCRL's actions are chosen with (`ascent/offline/br_rcrl.py`)",
 )
 B_PREF = Paper(
     "B-Pref",
