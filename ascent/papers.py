@@ -1151,3 +1151,10 @@ REED_COLL = Paper(
     "arXiv:2402.17975",
     note="the extended version of REED (arXiv:2211.06527), cited by `ascent/offline/reed.py`",
 )
+GORL = Paper(
+    "GoRL",
+    "Zhang, Wan, Chen, Yu, Tsang & An",
+    2025,
+    "GoRL: An Algorithm-Agnostic Framework for Online Reinforcement Learning with Generative Policies",
+    "arXiv:2512.02581",
+)

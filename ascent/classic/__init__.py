@@ -10,6 +10,7 @@ from ascent.classic import (  # noqa: F401  (they register classic algorithms an
 )
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
 from ascent.classic.dqn import DQNParams, dqn
+from ascent.classic.gorl import GoRLParams, gorl  # noqa: F401
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401
 from ascent.classic.ppo import PPOParams, ppo
 from ascent.classic.sac import SACParams, sac
