@@ -423,6 +423,7 @@ LIST_KINDS = [
     "co_losses",
     "co_problems",
     "co_rmab_policies",
+    "router_objectives",
 ]
 
 
