@@ -385,6 +385,11 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(f"rollout.temperature must be >= 0, got {cfg.rollout.temperature}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError(f"rollout.top_p must be in (0, 1], got {cfg.rollout.top_p}")
+    if cfg.rollout.speculative != "none" and (cfg.rollout.backend != "ascent" or cfg.rollout.max_active_sequences):
+        raise ConfigError(
+            f"rollout.speculative={cfg.rollout.speculative} needs rollout.backend=ascent and "
+            f"rollout.max_active_sequences=0 (got {cfg.rollout.backend}, {cfg.rollout.max_active_sequences})"
+        )
     if cfg.rollout.max_active_sequences < 0 or (
         cfg.rollout.max_active_sequences and cfg.rollout.backend not in ("ascent", "vllm")
     ):

@@ -189,6 +189,10 @@ def test_the_run_config_key_reaches_the_engine():
     assert build(cfg.rollout).draft_params == GroupDraftParams(tokens=3)
     with pytest.raises(ConfigError):
         load_config("default", ["rollout.speculative=seer_group(tokens=-1)"])
+    with pytest.raises(ConfigError, match="max_active_sequences=0"):
+        load_config("default", ["rollout.speculative=seer_group", "rollout.max_active_sequences=8"])
+    with pytest.raises(ConfigError, match="backend=ascent"):
+        load_config("default", ["rollout.speculative=seer_group", "rollout.backend=hf"])
 
 
 def test_a_draft_is_never_longer_than_asked():
