@@ -114,28 +114,40 @@ class GroupDrafter:
         self.p = params
         self.groups = groups
         self.tables: dict[int, dict[tuple[int, ...], list]] = {}
+        self.members: dict[int, list[int]] = {}  # group -> its sequences
         self.history: list[list[int]] = []
+        self.indexed: list[int] = []  # per sequence: history tokens already counted in its group's table
         self.verified: dict[int, list[int]] = {}  # group -> [accepted, drafted]
         self.total = [0, 0]  # the call's [accepted, drafted]
-        for g, prompt in zip(groups, prompts):
+        for i, (g, prompt) in enumerate(zip(groups, prompts)):
             if g not in self.tables:  # the prompt's n-grams once per group
-                self.tables[g], self.verified[g] = {}, [0, 0]
+                self.tables[g], self.verified[g], self.members[g] = {}, [0, 0], []
                 for end in range(1, len(prompt)):
-                    self._count(self.tables[g], prompt[:end], prompt[end])
+                    self._count(self.tables[g], prompt, end)
+            self.members[g].append(i)
             self.history.append(list(prompt))
+            self.indexed.append(len(prompt))
 
-    def _count(self, table: dict, context: list[int], token: int) -> None:
-        for n in range(self.p.min_match, min(self.p.ngram, len(context)) + 1):
-            entry = table.setdefault(tuple(context[-n:]), [{}, 0])
+    def _count(self, table: dict, hist: list[int], at: int) -> None:
+        """Count token hist[at] after each of its contexts hist[at - n : at]."""
+        token = hist[at]
+        for n in range(self.p.min_match, min(self.p.ngram, at) + 1):
+            entry = table.setdefault(tuple(hist[at - n : at]), [{}, 0])
             entry[0][token] = entry[0].get(token, 0) + 1
             entry[1] += 1
 
     def extend(self, i: int, tokens: list[int]) -> None:
-        """Sequence i sampled `tokens`: add them to its history and its group's table."""
-        table, hist = self.tables[self.groups[i]], self.history[i]
-        for t in tokens:
-            self._count(table, hist, t)
-            hist.append(t)
+        """Sequence i sampled `tokens`: add them to its history (its group's table counts them at the group's
+        next `propose`, so a call that never drafts never builds its tables)."""
+        self.history[i].extend(tokens)
+
+    def _catch_up(self, g: int) -> None:
+        table = self.tables[g]
+        for i in self.members[g]:
+            hist = self.history[i]
+            for at in range(self.indexed[i], len(hist)):
+                self._count(table, hist, at)
+            self.indexed[i] = len(hist)
 
     def record(self, i: int, drafted: int, accepted: int) -> None:
         """The policy accepted `accepted` of the `drafted` tokens drafted for sequence i."""
@@ -157,6 +169,7 @@ class GroupDrafter:
         """Up to k draft tokens for sequence i, continuing its history (see the module docstring)."""
         if k <= 0 or not self.open(self.groups[i]):
             return []
+        self._catch_up(self.groups[i])
         table, ctx, draft, score = self.tables[self.groups[i]], self.history[i], [], 1.0
         p = self.p
         while len(draft) < k:
@@ -316,9 +329,8 @@ def decode_speculative(
             col = head + step[:a]
             key_valid[torch.arange(a, device=device), col] = True
             end = int(col.max()) + 1
-            logits = dec.forward(feed[:a, None], pos[:a, None], cache, col, key_valid[:a, None, None, :end])
-            rows_of = {b: b for b in live}  # row b's logits at index b
-            fed = {b: [] for b in live}
+            start = int(col[0]) if bool((col == col[0]).all()) else col  # lockstep: the one-column step
+            logits = dec.forward(feed[:a, None], pos[:a, None], cache, start, key_valid[:a, None, None, :end])
             y, lp = sample_tokens(logits, s, u=None if u is None else u[step[:a], seq[:a]])
         else:  # one packed forward: each live row's fed token plus its draft
             verify_steps += 1
@@ -343,53 +355,68 @@ def decode_speculative(
                 dec, torch.tensor(chain_tok, device=device), pos[r] + off, r, off, cols, cache, mask[:, None]
             )
             y, lp = sample_tokens(logits, s, u=None if u is None else u[step[r] + off, seq[r]])
-        y_list, lp_cpu = y.tolist(), lp.cpu()
-        at_seq, at_pos, at_src = [], [], []  # what goes into the outputs: sequence, position, index into y/lp
-        go_rows, go_len, ended_rows, eos_seqs = [], [], [], []
-        for b in live:
-            d, start, t0, i = fed[b], rows_of[b], step_list[b], seq_list[b]
-            e, eos = 0, False
-            for j in range(len(d) + 1):  # emit y_0.. while the draft is matched (module docstring)
-                tok = y_list[start + j]
-                e += 1
-                if not s.ignore_eos and tok == s.eos_id:
-                    eos = True
-                    break
-                if j >= len(d) or tok != d[j]:
-                    break
-            emitted = y_list[start : start + e]
-            if d:
-                hits = e - 1 + (e <= len(d) and emitted[-1] == d[e - 1])
-                drafted, accepted, chains = drafted + len(d), accepted + hits, chains + 1
-                drafter.record(i, len(d), hits)
-                if e < len(d) + 1:
-                    key_valid[b, head + t0 + e : head + t0 + len(d) + 1] = False  # roll back the rejected columns
-            at_seq += [i] * e
-            at_pos += range(t0, t0 + e)
-            at_src += range(start, start + e)
-            drafter.extend(i, emitted)
-            if eos or t0 + e >= max_new:
-                ended_rows.append(b)
-                if eos:
-                    eos_seqs.append(i)
-            else:
-                go_rows.append(b)
-                go_len.append(e)
-        src = torch.tensor(at_src)
-        at_seq_t = torch.tensor(at_seq)
-        out_tokens[at_seq_t, torch.tensor(at_pos)] = y.cpu()[src]
-        out_lp[at_seq_t, torch.tensor(at_pos)] = lp_cpu[src]
-        lengths.index_add_(0, at_seq_t, torch.ones(len(at_seq), dtype=torch.long))
-        finished[eos_seqs] = True
-        if ended_rows:  # a dead row keeps its last cache column (in range) until compacted: it never widens `end`
-            alive[ended_rows] = False
-        if go_rows:
-            rows_t = torch.tensor(go_rows, device=device)
-            inc = torch.tensor(go_len, device=device)
-            last = torch.tensor([rows_of[b] + k - 1 for b, k in zip(go_rows, go_len)], device=device)
-            step[rows_t] += inc
-            pos[rows_t] += inc
-            feed[rows_t] = y[last]
+        if drafts:  # per row: the accepted prefix of its chain, then its first mismatch or bonus token
+            y_list, lp_cpu = y.tolist(), lp.cpu()
+            at_seq, at_pos, at_src = [], [], []  # what goes into the outputs: sequence, position, index into y/lp
+            go_rows, go_len, ended_rows, eos_seqs = [], [], [], []
+            for b in live:
+                d, start, t0, i = fed[b], rows_of[b], step_list[b], seq_list[b]
+                e, eos = 0, False
+                for j in range(len(d) + 1):  # emit y_0.. while the draft is matched (module docstring)
+                    tok = y_list[start + j]
+                    e += 1
+                    if not s.ignore_eos and tok == s.eos_id:
+                        eos = True
+                        break
+                    if j >= len(d) or tok != d[j]:
+                        break
+                emitted = y_list[start : start + e]
+                if d:
+                    hits = e - 1 + (e <= len(d) and emitted[-1] == d[e - 1])
+                    drafted, accepted, chains = drafted + len(d), accepted + hits, chains + 1
+                    drafter.record(i, len(d), hits)
+                    if e < len(d) + 1:
+                        key_valid[b, head + t0 + e : head + t0 + len(d) + 1] = False  # roll back the rejected columns
+                at_seq += [i] * e
+                at_pos += range(t0, t0 + e)
+                at_src += range(start, start + e)
+                drafter.extend(i, emitted)
+                if eos or t0 + e >= max_new:
+                    ended_rows.append(b)
+                    if eos:
+                        eos_seqs.append(i)
+                else:
+                    go_rows.append(b)
+                    go_len.append(e)
+            src = torch.tensor(at_src)
+            at_seq_t = torch.tensor(at_seq)
+            out_tokens[at_seq_t, torch.tensor(at_pos)] = y.cpu()[src]
+            out_lp[at_seq_t, torch.tensor(at_pos)] = lp_cpu[src]
+            lengths.index_add_(0, at_seq_t, torch.ones(len(at_seq), dtype=torch.long))
+            finished[eos_seqs] = True
+            if ended_rows:  # a dead row keeps its last cache column (in range) until compacted: it never widens `end`
+                alive[ended_rows] = False
+            if go_rows:
+                rows_t = torch.tensor(go_rows, device=device)
+                inc = torch.tensor(go_len, device=device)
+                last = torch.tensor([rows_of[b] + k - 1 for b, k in zip(go_rows, go_len)], device=device)
+                step[rows_t] += inc
+                pos[rows_t] += inc
+                feed[rows_t] = y[last]
+        else:  # one token per live row: the same bookkeeping in tensor ops
+            live_t = alive[:a].clone()
+            r, t, tok = seq[:a][live_t].cpu(), step[:a][live_t].cpu(), y[live_t]
+            out_tokens[r, t], out_lp[r, t] = tok.cpu(), lp[live_t].cpu()
+            lengths[r] += 1
+            eos = live_t & (y == s.eos_id) if not s.ignore_eos else torch.zeros_like(live_t)
+            finished[seq[:a][eos].cpu()] = True
+            go = live_t & ~eos & (step[:a] + 1 < max_new)
+            alive[:a] = go
+            step[:a] += go.long()
+            pos[:a] += go.long()
+            feed[:a] = torch.where(go, y, feed[:a])
+            for i, token in zip(r.tolist(), tok.tolist()):
+                drafter.history[i].append(token)
         if not bool(alive[:a].any()):
             break
         if (~alive[:a]).sum() >= compact_fraction * a:
