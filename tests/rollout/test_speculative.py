@@ -113,14 +113,14 @@ def test_greedy_is_bitwise_the_engine_without_it(tiny_policy, tokenizer, shards)
         (dict(temperature=1.0), "seer_group(budget=0, min_score=0.0, warmup=1000000)"),
         (dict(temperature=1.3, top_p=0.9), "seer_group(budget=0, min_score=0.0, warmup=1000000)"),
         (dict(top_k=3), "seer_group(budget=0, min_score=0.0, warmup=1000000)"),
-        (dict(temperature=1.0), "seer_group(budget=12, min_score=0.0, warmup=1000000)"),  # plain steps, then drafts
+        (dict(temperature=1.0), "seer_group(budget=23, min_score=0.0, warmup=1000000)"),  # plain steps, then drafts
     ],
 )
 def test_sampled_tokens_are_those_of_the_engine_without_it(tiny_policy, tokenizer, kw, spec):
     """Same pre-drawn uniforms, same tokens: a rejected draft's KV columns are rolled back (the sequences go
     on for many tokens after rejections and still agree); with a budget, plain one-token steps (24 live rows
-    > 12) and verify steps (once sequences have ended) alternate."""
-    policy = peaked(tiny_policy, 6.0)
+    > 23) and verify steps (once sequences have ended, on the unscaled model, which ends some) alternate."""
+    policy = peaked(tiny_policy, 1.0 if "budget=23" in spec else 6.0)
     s = SamplingSettings(48, tokenizer.eos_token_id, tokenizer.pad_token_id, **kw)
     engine = make_engine("ascent", speculative=spec)
     for seed in (0, 1):
@@ -128,7 +128,7 @@ def test_sampled_tokens_are_those_of_the_engine_without_it(tiny_policy, tokenize
         spec = run(engine, policy, tokenizer, 6, s, seed)
         st = engine.last_stats
         assert 0 < st["spec_verify_steps"] < st["decode_steps"]  # plain and verify steps
-        assert 0 < st["spec_accepted"] < st["spec_drafted"] or "budget=12" in spec  # both verdicts happened
+        assert 0 < st["spec_accepted"] < st["spec_drafted"] or "budget=23" in spec  # both verdicts happened
         assert torch.equal(spec.tokens, base.tokens) and torch.equal(spec.lengths, base.lengths)
         assert torch.allclose(spec.logprobs, base.logprobs, atol=1e-5)
 
