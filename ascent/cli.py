@@ -424,6 +424,7 @@ LIST_KINDS = [
     "co_problems",
     "co_rmab_policies",
     "router_objectives",
+    "inventory_methods",
 ]
 
 

@@ -1158,3 +1158,11 @@ GORL = Paper(
     "GoRL: An Algorithm-Agnostic Framework for Online Reinforcement Learning with Generative Policies",
     "arXiv:2512.02581",
 )
+HDPO = Paper(
+    "HDPO",
+    "Alvo, Russo, Kanoria & Lee",
+    2023,
+    "Deep reinforcement learning for inventory networks: toward reliable policy optimization (first version: "
+    "Neural inventory control in networks via hindsight differentiable policy optimization)",
+    "arXiv:2306.11246",
+)
