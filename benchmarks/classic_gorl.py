@@ -1,7 +1,9 @@
 """GoRL (Zhang et al. 2025, arXiv:2512.02581) against PPO at equal environment steps: the `cartpole-ppo` recipe's
 PPO settings on a continuous-control task for both arms, GoRL adding its stages and flow decoder; seeds run in
-ABBA order (PPO, GoRL, GoRL, PPO, ...) so that a loaded machine's load falls on both arms. Prints each run's
-deterministic evaluation return and the paired difference GoRL - PPO with a 95% t interval.
+ABBA order (PPO, GoRL, GoRL, PPO, ...) so that a loaded machine's load falls on both arms. Arms: PPO, GoRL
+(a fresh latent policy each stage, as the authors' pipeline) and GoRL keeping its latent policy across stages
+(`reset_encoder=false`). Prints each run's deterministic evaluation return and the paired difference of each GoRL
+arm - PPO with a 95% t interval.
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/classic_gorl.py --env InvertedPendulum-v5 --steps 20000 --seeds 5
 """
@@ -24,13 +26,13 @@ def spec(name: str, extra: dict) -> str:
     return "classic.algorithm=" + json.dumps({name: params}).replace('"', "")
 
 
-def run(arm: str, env: str, steps: int, seed: int, out: Path, gorl: dict) -> dict:
+def run(arm: str, env: str, steps: int, seed: int, out: Path, gorl: dict, tag: str = "") -> dict:
     from ascent.app.pipeline import train
     from ascent.config import load_config
 
-    algo = spec("gorl", gorl) if arm == "gorl" else spec("ppo", {})
+    algo = spec("gorl", gorl) if arm.startswith("gorl") else spec("ppo", {})
     overrides = [f"classic.env={env}", f"classic.total_steps={steps}", f"seed={seed}", "logging.progress=false"]
-    overrides += [algo, f"output_dir={out}", f"name={arm}-s{seed}", "classic.eval_episodes=10"]
+    overrides += [algo, f"output_dir={out}", f"name={arm}{tag}-s{seed}", "classic.eval_episodes=10"]
     return train(load_config("cartpole-ppo", overrides))
 
 
@@ -49,10 +51,11 @@ def main() -> None:
     args = ap.parse_args()
     out = Path(args.work or tempfile.mkdtemp(prefix="gorl-"))
     print("cpu:", next((x.split(":")[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?"))
-    res: dict[str, dict[int, float]] = {"ppo": {}, "gorl": {}}
+    arms = {"ppo": {}, "gorl": {"stages": args.stages}, "gorl_keep": {"stages": args.stages, "reset_encoder": False}}
+    res: dict[str, dict[int, float]] = {arm: {} for arm in arms}
     for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
-        for arm in ("ppo", "gorl") if i % 2 == 0 else ("gorl", "ppo"):
-            s = run(arm, args.env, args.steps, seed, out, {"stages": args.stages})
+        for arm in list(arms) if i % 2 == 0 else list(arms)[::-1]:
+            s = run(arm, args.env, args.steps, seed, out, arms[arm])
             res[arm][seed] = s["final_return"]
             print(
                 json.dumps(
@@ -66,13 +69,14 @@ def main() -> None:
                 ),
                 flush=True,
             )
-    diffs = [res["gorl"][s] - res["ppo"][s] for s in res["ppo"]]
-    m, sd = statistics.mean(diffs), statistics.stdev(diffs) if len(diffs) > 1 else 0.0
-    h = t95(len(diffs)) * sd / len(diffs) ** 0.5
     for arm in res:
         v = list(res[arm].values())
         print(f"{arm}: mean {statistics.mean(v):.1f} sd {statistics.stdev(v) if len(v) > 1 else 0:.1f} per seed {v}")
-    print(f"gorl - ppo: mean {m:.1f} sd {sd:.1f} 95% t [{m - h:.1f}, {m + h:.1f}] over {len(diffs)} seeds")
+    for arm in ("gorl", "gorl_keep"):
+        diffs = [res[arm][s] - res["ppo"][s] for s in res["ppo"]]
+        m, sd = statistics.mean(diffs), statistics.stdev(diffs) if len(diffs) > 1 else 0.0
+        h = t95(len(diffs)) * sd / len(diffs) ** 0.5
+        print(f"{arm} - ppo: mean {m:.1f} sd {sd:.1f} 95% t [{m - h:.1f}, {m + h:.1f}] over {len(diffs)} seeds")
 
 
 if __name__ == "__main__":
