@@ -9,10 +9,11 @@ from a per-store normal clipped at 0. Each period: the order placed L periods ag
 stock (sales = min(stock, demand), the rest is lost), costs are charged, and a new order q_{t,k} >= 0 is placed.
 
 `simulate` runs a policy on a batch of demand paths as tensor operations only (min via `torch.minimum`, the
-pipeline a shifted tensor), so the total cost is differentiable in the policy's parameters. HDPO (`hdpo`) samples
-demand paths, simulates them and descends the pathwise gradient of the mean cost; the baselines, the ones the
-paper itself uses, are REINFORCE (`reinforce`: a Gaussian policy around the same network's order, score-function
-gradient with a batch-mean baseline, the same demand paths and Adam steps) and the best base-stock policy
+pipeline a shifted tensor), so the total cost is differentiable in the policy's parameters (`InventoryEnv` steps
+the same dynamics in Gymnasium's API). HDPO (`hdpo`) samples demand paths, simulates them and descends the
+pathwise gradient of the mean cost; the baselines, the ones the paper itself uses, are REINFORCE (`reinforce`:
+a Gaussian policy around the same network's order, score-function gradient with a batch-mean baseline, the same
+demand paths and Adam steps) and the best base-stock policy
 (`base_stock`: order up to S_k - inventory position, S_k grid-searched per store on the training paths).
 
 The policy network (`StorePolicy`) is the paper's symmetry-aware idea on a star graph: one small network shared by
@@ -25,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
@@ -109,6 +112,52 @@ def simulate(problem: InventoryProblem, policy: Policy, demand: torch.Tensor, re
         pipeline = torch.cat([pipeline[:, :, 1:], q.unsqueeze(-1)], dim=-1)
     cost = total / ((T - problem.warmup) * K)
     return (cost, torch.stack(orders, 1)) if record else cost
+
+
+class InventoryEnv(gym.Env):
+    """The same dynamics one period at a time (Gymnasium API), for agents that interact instead of differentiating:
+    observation [stock (K), pipeline (K * L)], action the orders (K,) >= 0, reward minus the period's cost summed
+    over stores (0 during the warm-up); the episode is truncated after `horizon` periods. `options={"demand": d}`
+    (horizon, K) replays a given demand path (then the return equals -simulate(...) * (horizon - warmup) * K)."""
+
+    def __init__(self, problem: InventoryProblem) -> None:
+        self.problem = problem
+        K, L = problem.stores, problem.lead
+        self.observation_space = gym.spaces.Box(0.0, np.inf, (K * (1 + L),), np.float32)
+        self.action_space = gym.spaces.Box(0.0, np.inf, (K,), np.float32)
+
+    def _obs(self) -> np.ndarray:
+        return torch.cat([self.stock, self.pipeline.flatten()]).numpy().astype(np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        p = self.problem
+        if options and "demand" in options:
+            self.demand = torch.as_tensor(options["demand"], dtype=torch.float32)
+        else:
+            g = torch.Generator().manual_seed(int(self.np_random.integers(2**31)))
+            self.demand = p.demand(1, g)[0]
+        if tuple(self.demand.shape) != (p.horizon, p.stores):
+            raise ValueError(
+                f"demand must be (horizon, stores) = {(p.horizon, p.stores)}, got {tuple(self.demand.shape)}"
+            )
+        self.t, self.stock = 0, p.mean.clone()
+        self.pipeline = p.mean[:, None].repeat(1, p.lead)
+        return self._obs(), {}
+
+    def step(self, action):
+        p = self.problem
+        q = torch.as_tensor(np.asarray(action, dtype=np.float32)).reshape(-1)
+        if q.shape[0] != p.stores or not torch.isfinite(q).all() or (q < 0).any():
+            raise ValueError(f"action must be {p.stores} finite orders >= 0, got {np.asarray(action).tolist()}")
+        stock = self.stock + self.pipeline[:, 0]
+        sales = torch.minimum(stock, self.demand[self.t])
+        lost = self.demand[self.t] - sales
+        self.stock = stock - sales
+        cost = float((p.holding * self.stock + p.penalty * lost).sum()) if self.t >= p.warmup else 0.0
+        self.pipeline = torch.cat([self.pipeline[:, 1:], q[:, None]], -1)
+        self.t += 1
+        return self._obs(), -cost, False, self.t >= p.horizon, {"lost": lost.numpy()}
 
 
 class StorePolicy(nn.Module):

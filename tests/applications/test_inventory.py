@@ -85,3 +85,27 @@ def test_bad_problems_fail_with_one_clear_line():
         InventoryProblem(t([2.0]), t([1.0]), t([1.0]), t([5.0]), lead=0)
     with pytest.raises(ConfigError, match="steps"):
         INVENTORY_METHODS.resolve("hdpo(steps=0)")
+
+
+def test_gymnasium_environment_replays_the_differentiable_simulator():
+    from gymnasium.utils.env_checker import check_env
+
+    from ascent.applications.inventory import InventoryEnv
+
+    p = make_problem(2, stores=3)
+    env = InventoryEnv(p)
+    check_env(env, skip_render_check=True)
+    demand = p.demand(1, torch.Generator().manual_seed(5))  # (1, T, K)
+    policy = order_up_to(p.mean * 3)
+    obs, _ = env.reset(seed=0, options={"demand": demand[0]})
+    total, done = 0.0, False
+    while not done:
+        K = p.stores
+        stock, pipe = torch.from_numpy(obs[:K])[None], torch.from_numpy(obs[K:]).reshape(1, K, p.lead)
+        obs, reward, terminated, truncated, _ = env.step(policy(stock, pipe)[0].numpy())
+        total, done = total + reward, terminated or truncated
+    expected = simulate(p, policy, demand).item() * (p.horizon - p.warmup) * p.stores
+    assert -total == pytest.approx(expected, rel=1e-5)
+    env.reset(seed=1)
+    with pytest.raises(ValueError, match="orders >= 0"):
+        env.step(-torch.ones(p.stores).numpy())
