@@ -1166,3 +1166,10 @@ HDPO = Paper(
     "Neural inventory control in networks via hindsight differentiable policy optimization)",
     "arXiv:2306.11246",
 )
+PSDRL = Paper(
+    "PSDRL",
+    "Sasso, Conserva & Rauber",
+    2023,
+    "Posterior Sampling for Deep Reinforcement Learning (ICML 2023)",
+    "arXiv:2305.00477",
+)
