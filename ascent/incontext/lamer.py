@@ -176,10 +176,10 @@ def play_trial(
 
 def trial_advantages(returns: np.ndarray, gamma_traj: float) -> np.ndarray:
     """LaMer's credit: (group, K) attempt returns -> G_k = R_k + gamma_traj G_{k+1}, normalised over the group at
-    each attempt index (mean 0, sd 1; 0 where the group agrees).
+    each attempt index (mean 0, population sd 1; 0 where the group agrees).
 
     >>> trial_advantages(np.array([[0.0, 1.0], [0.0, 0.0]]), 0.5).round(3).tolist()
-    [[0.707, 0.707], [-0.707, -0.707]]
+    [[1.0, 1.0], [-1.0, -1.0]]
     """
     g = returns.astype(float).copy()
     for k in range(g.shape[1] - 2, -1, -1):
