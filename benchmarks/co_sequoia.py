@@ -24,19 +24,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ci95  # noqa: E402
 
 from ascent.co.rmab import evaluate, generate_cormab, myopic  # noqa: E402
 from ascent.co.sequoia import SequoiaParams, greedy_action, train_sequoia  # noqa: E402
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def ci95(xs: list[float]) -> list[float]:
-    m = statistics.mean(xs)
-    if len(xs) < 2:
-        return [round(m, 3), round(m, 3)]
-    h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / len(xs) ** 0.5
-    return [round(m - h, 3), round(m + h, 3)]
 
 
 def run_seed(seed: int, args: argparse.Namespace) -> dict:
@@ -87,7 +80,7 @@ def main() -> None:
     summary.update(
         diff_mean=round(statistics.mean(diffs), 3),
         diff_sd=round(statistics.stdev(diffs), 3) if len(diffs) > 1 else 0.0,
-        diff_ci95=ci95(diffs),
+        diff_ci95=ci95(diffs, digits=3),
         wins=sum(d > 0 for d in diffs),
         seeds=len(diffs),
         load_end=os.getloadavg(),

@@ -35,21 +35,14 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import ci95  # noqa: E402
 
 from ascent.co.problems import Instances  # noqa: E402
 from ascent.co.solvers import gap, load_test_set  # noqa: E402
 from ascent.co.train import CoTrainer  # noqa: E402
 from ascent.config.schema import CoConfig  # noqa: E402
-
-T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
-
-
-def ci95(xs: list[float]) -> list[float]:
-    m = statistics.mean(xs)
-    if len(xs) < 2:
-        return [m, m]
-    h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / len(xs) ** 0.5
-    return [round(m - h, 4), round(m + h, 4)]
 
 
 def cpu_name() -> str:

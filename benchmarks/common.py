@@ -99,3 +99,20 @@ def out_dir() -> Path:
     path = Path(__file__).resolve().parent / "results"
     path.mkdir(exist_ok=True)
     return path
+
+
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+"""Student's t 0.975 quantile by degrees of freedom (1.96 beyond the table)."""
+
+
+def ci95(xs: list[float], digits: int = 4) -> list[float]:
+    """The 95% t-interval of the mean of `xs`, rounded to `digits` ([mean, mean] for a single value).
+
+    >>> ci95([1.0, 2.0, 3.0])
+    [-0.4843, 4.4843]
+    """
+    m = statistics.mean(xs)
+    if len(xs) < 2:
+        return [round(m, digits), round(m, digits)]
+    h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / len(xs) ** 0.5
+    return [round(m - h, digits), round(m + h, digits)]
