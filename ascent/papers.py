@@ -1173,3 +1173,56 @@ PSDRL = Paper(
     "Posterior Sampling for Deep Reinforcement Learning (ICML 2023)",
     "arXiv:2305.00477",
 )
+# -- issue 42: reward-design and multimodal reward rows (ascent/rewards/alignment.py, temporal.py, gui_point.py;
+#    ascent/generative/) --
+TAT_R1 = Paper(
+    "TAT-R1",
+    "Li, Zheng, Song & Yang",
+    2025,
+    "TAT-R1: Terminology-Aware Translation with Reinforcement Learning and Word Alignment",
+    "arXiv:2505.21172",
+)
+IBM_MODEL_1 = Paper(
+    "IBM Model 1",
+    "Brown, Della Pietra, Della Pietra & Mercer",
+    1993,
+    "The Mathematics of Statistical Machine Translation: Parameter Estimation (Computational Linguistics 19(2))",
+    "none (predates arXiv)",
+    note="the word aligner of `term_align` (EM on the task's parallel corpus)",
+)
+AUDIOMAP = Paper(
+    "AudioMap",
+    "the AudioMap authors (github.com/ryysayhi/AudioMap)",
+    2026,
+    "AudioMap: Cloze-and-Choice Reinforcement Learning for Time-Aware Dense Audio Captioning",
+    "arXiv id not found by this session's search (project: github.com/ryysayhi/AudioMap)",
+)
+SE_GUI = Paper(
+    "SE-GUI",
+    "Yuan, Zhang, Li, Cai, Yao, Chen, Wang, Hou, Chen, Jiang & Li",
+    2025,
+    "Enhancing Visual Grounding for GUI Agents via Self-Evolutionary Reinforcement Learning",
+    "arXiv:2505.12370",
+)
+GUI_G2 = Paper(
+    "GUI-G²",
+    "Tang, Gu, Lu, Liu, Shen, Meng, Wang, Zhang, Shen, Lu, Xiao & Zhuang",
+    2025,
+    "GUI-G²: Gaussian Reward Modeling for GUI Grounding",
+    "arXiv:2507.15846",
+)
+RAVEN = Paper(
+    "RAVEN / CM-GRPO",
+    "Lu, Zuo & Deng",
+    2026,
+    "RAVEN: Real-time Autoregressive Video Extrapolation with Consistency-model GRPO",
+    "arXiv:2605.15190",
+)
+CONSISTENCY_MODELS = Paper(
+    "Consistency Models",
+    "Song, Dhariwal, Chen & Sutskever",
+    2023,
+    "Consistency Models (ICML 2023)",
+    "arXiv:2303.01469",
+    note="the toy 2-D consistency model and its multistep sampler (`ascent/generative/consistency.py`)",
+)

@@ -2,10 +2,12 @@
 
 from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewards
     agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, meta_tags, round_discount
+    alignment,  # noqa: F401,E402 - term_align (TAT-R1 term-alignment rewards, IBM Model 1 aligner)
     constraints,
     evidence,  # noqa: F401,E402 - evidence_rm (group-relative evidence reward)
     games,  # noqa: F401,E402 - game_won, game_score
     grounding,  # noqa: F401,E402 - source_similarity (reference-free grounding in the source)
+    gui_point,  # noqa: F401,E402 - gui_point (SE-GUI / GUI-G² dense click rewards)
     judge,  # noqa: F401,E402 - judge (a generative judge LM with voting)
     lp_solver,
     milp_solver,  # noqa: F401,E402 - milp_solver (solver-verified MILP models, SDRL)
@@ -17,6 +19,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     self_judge,  # noqa: F401,E402 - self_judge (the policy judges its own completions)
     shaping,
     sql,  # noqa: F401,E402 - sql_exec (Text-to-SQL execution match)
+    temporal,  # noqa: F401,E402 - temporal_iou (AudioMap's event-conditioned temporal IoU)
 )
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.runner import RewardResult, RewardRunner, RewardSpecError, resolve_reward
