@@ -425,6 +425,7 @@ LIST_KINDS = [
     "co_rmab_policies",
     "router_objectives",
     "inventory_methods",
+    "driving_rewards",
 ]
 
 

@@ -1077,6 +1077,13 @@ CAUSAL_ROUTER = Paper(
     "Causal LLM routing: end-to-end regret minimization from observational data",
     "arXiv:2505.16037",
 )
+INFORMED_RL = Paper(
+    "Informed RL",
+    "Bogdoll, Qin, Nekolla, Abouelazm, Joseph & Zöllner",
+    2024,
+    "Informed Reinforcement Learning for Situation-Aware Traffic Rule Exceptions (ICRA 2024)",
+    "arXiv:2402.04168",
+)
 
 # Methods the newer pieces build on, cited in their docstrings and docs (not pieces of their own)
 FQL = Paper(

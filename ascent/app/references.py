@@ -25,7 +25,7 @@ def registries() -> dict[str, Registry]:
     import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
-    from ascent.applications import INVENTORY_METHODS, ROUTER_OBJECTIVES
+    from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, ROUTER_OBJECTIVES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
@@ -71,6 +71,7 @@ def registries() -> dict[str, Registry]:
         "co_rmab_policies": RMAB_POLICIES,
         "router_objectives": ROUTER_OBJECTIVES,
         "inventory_methods": INVENTORY_METHODS,
+        "driving_rewards": DRIVING_REWARDS,
     }
 
 

@@ -1,8 +1,9 @@
 """Applications of RL to a domain (issue 42; docs/applications.md): the causal LLM router over logged data
-(`router`) and HDPO for inventory control (`inventory`). Each piece is registered with its paper, fidelity and
-departures."""
+(`router`), HDPO for inventory control (`inventory`) and rulebook-informed driving (`rulebook`). Each piece is
+registered with its paper, fidelity and departures."""
 
 from ascent.applications.inventory import INVENTORY_METHODS
 from ascent.applications.router import ROUTER_OBJECTIVES
+from ascent.applications.rulebook import DRIVING_REWARDS
 
-__all__ = ["INVENTORY_METHODS", "ROUTER_OBJECTIVES"]
+__all__ = ["DRIVING_REWARDS", "INVENTORY_METHODS", "ROUTER_OBJECTIVES"]
