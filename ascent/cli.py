@@ -426,6 +426,7 @@ LIST_KINDS = [
     "router_objectives",
     "inventory_methods",
     "driving_rewards",
+    "retrievers",
 ]
 
 

@@ -572,6 +572,13 @@ SOAR = Paper(
     "not found",
     note="the `search_world` environment",
 )
+HARR = Paper(
+    "HARR",
+    "Zhang, Qin, Wu, Zhang & Deng",
+    2026,
+    "Reinforcement Fine-Tuning for History-Aware Dense Retriever in RAG",
+    "arXiv:2602.03645",
+)
 SPA = Paper(
     "SPA",
     "Wang et al.",

@@ -339,6 +339,7 @@ def rl_phase(
     parts = RLParts(
         policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
     )
+    parts.companions = run.task.agent.companions if run.task.agent is not None else ()
     trainer = make_trainer(cfg, parts)  # runtime=local|ray (ascent.runtime)
     learner = getattr(trainer, "learner", None)
     if learner is not None:
@@ -421,6 +422,8 @@ def control_phase(run: Run, resume: bool = False) -> dict[str, float]:
     RL's prompts, samples and optimizer steps (`rft`)."""
     cfg = run.cfg
     optim = replace(cfg.train.optim, lr=cfg.control.lr or cfg.train.optim.lr)
+    for c in run.task.agent.companions if run.task.agent is not None else ():
+        c.reset()  # the control starts from RL's starting point: the environment's trained parts too
     if cfg.control.kind == "rft":
         policy = starting_policy(run)
         algorithm = replace(

@@ -31,6 +31,7 @@ def registries() -> dict[str, Registry]:
     from ascent.co.knapsack import CO_PROBLEMS
     from ascent.co.rmab import RMAB_POLICIES
     from ascent.data.samplers import SAMPLERS
+    from ascent.envs.retriever import RETRIEVERS
     from ascent.incontext import icpi, lamer, subtask_graph  # noqa: F401  (register the in-context agents)
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
@@ -72,6 +73,7 @@ def registries() -> dict[str, Registry]:
         "router_objectives": ROUTER_OBJECTIVES,
         "inventory_methods": INVENTORY_METHODS,
         "driving_rewards": DRIVING_REWARDS,
+        "retrievers": RETRIEVERS,
     }
 
 

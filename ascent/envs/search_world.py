@@ -24,6 +24,7 @@ and whether the answer is `supported`: it appears in a document the agent retrie
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import re
@@ -32,7 +33,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ascent.envs.base import Observation
+from ascent.envs.base import Observation, StepResult
+from ascent.envs.retriever import BM25Retriever, Retriever
 from ascent.envs.tool_env import ToolEnv
 from ascent.envs.tools import CALL_CLOSE, CALL_OPEN, ToolCall, ToolSet, parse_tool_calls, tool
 
@@ -218,6 +220,11 @@ class SearchWorld:
         with self._lock:
             ids, scores = self._index.retrieve(tokens, k=min(k, len(self._ids)), show_progress=False)
         return [(self._ids[int(i)], float(s)) for i, s in zip(ids[0], scores[0]) if s > 0]
+
+    def scores(self, query: str) -> dict[str, float]:
+        """BM25 score of every document for `query` (0 for those sharing no term with it)."""
+        hits = dict(self.search(query, len(self._ids)))
+        return {d: hits.get(d, 0.0) for d in self._ids}
 
     def questions(self, num: int, hops: int, seed: int = 0) -> list[Question]:
         """`num` distinct questions of exactly `hops` hops (1-3), deterministic given `seed`."""
@@ -408,13 +415,19 @@ class SearchWorldEnv(ToolEnv):
         prompt: str = PROMPT,
         timeout: float = 5.0,
         max_output_chars: int = 1000,
+        retriever: Optional[Retriever] = None,
     ) -> None:
-        """`prompt` has the fields {question} and {tools} (the tools' specs and call syntax)."""
+        """`prompt` has the fields {question} and {tools} (the tools' specs and call syntax); `retriever` picks the
+        top-k of a search (`ascent.envs.retriever`; None: the world's fixed BM25 top-k)."""
         self.world, self.top_k, self.snippet_chars, self.template = world, top_k, snippet_chars, prompt
         tools = [tool(self.search), tool(self.open_doc, name="open")]
         super().__init__(ToolSet(tools, timeout=timeout, max_output_chars=max_output_chars))
+        self.retriever: Retriever = retriever or BM25Retriever()
+        self.generator = self.retriever.episode_generator()
         self.retrieved: list[str] = []
         self.opened: list[str] = []
+        self.retrievals: list[dict[str, Any]] = []
+        """The sampled lists of the episode (a trainable retriever while training), recorded in each step's info."""
         self._lock = threading.Lock()
 
     def search(self, query: str) -> str:
@@ -423,9 +436,11 @@ class SearchWorldEnv(ToolEnv):
         Args:
             query: keywords, e.g. a name.
         """
-        hits = self.world.search(query, self.top_k)
         with self._lock:
+            history = self.retrieved + [d for d in self.opened if d not in self.retrieved]
+            hits, record = self.retriever.retrieve(self.world, query, history, self.top_k, self.generator)
             self.retrieved += [d for d, _ in hits if d not in self.retrieved]
+            self.retrievals += [record] if record is not None else []
         if not hits:
             return "No documents match the query."
         return "\n".join(
@@ -447,8 +462,16 @@ class SearchWorldEnv(ToolEnv):
         return f"[{doc.doc_id}] {doc.title}\n{doc.text}"
 
     def reset(self, task: Question) -> Observation:
-        self.retrieved, self.opened = [], []
+        self.retrieved, self.opened, self.retrievals = [], [], []
         return super().reset(task)
+
+    def step(self, action: str) -> StepResult:
+        """ToolEnv's step; the info also carries the lists a trainable retriever sampled in it (`retrievals`)."""
+        before = len(self.retrievals)
+        result = super().step(action)
+        with self._lock:
+            new = self.retrievals[before:]
+        return dataclasses.replace(result, info={**result.info, "retrievals": new}) if new else result
 
     def prompt(self, task: Question) -> Observation:
         return Observation(text=self.template.format(question=task.question, tools=self.tools.describe()))

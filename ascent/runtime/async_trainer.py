@@ -74,6 +74,11 @@ class AsyncTrainer(RLTrainer):
                 f"runtime=ray samples fixed-size groups from the current policy: data.sampler={cfg.data.sampler} "
                 f"and rollout.explorer={cfg.rollout.explorer} need runtime=local"
             )
+        if parts.companions:
+            raise ConfigError(
+                "runtime=ray: the task trains parts of its environment beside the policy (e.g. "
+                "search_world's retriever=plackett_luce), which the rollout workers would not see; use runtime=local"
+            )
         self.K = cfg.ray.max_staleness
         self.pending: deque[RolloutRequest] = deque()  # the steps' batches requested, not yet consumed, in order
         self.next_id = 0

@@ -34,6 +34,9 @@ class AgentTask:
     demonstrator: Optional[Callable[[list[Row], random.Random], Responder]] = None
     """(rows, rng) -> a scripted agent for those rows' episodes: the warm start and the control imitate
     its trajectories (None: the task has no demonstrations)."""
+    companions: tuple[Any, ...] = ()
+    """Parts of the environment trained beside the policy in the RL step, on its advantages
+    (`ascent.trainer.rl.CoTrained`, e.g. search_world's `plackett_luce` retriever)."""
 
 
 def demonstrations(

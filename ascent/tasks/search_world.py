@@ -21,6 +21,7 @@ from typing import Any
 
 from ascent.agents.chat import with_chat_template
 from ascent.config.schema import DataConfig
+from ascent.envs.retriever import RETRIEVERS, Retriever, RetrieverTrainer
 from ascent.envs.search_world import (
     ALPHABET,
     ATTRIBUTES,
@@ -84,6 +85,10 @@ class SearchWorldParams:
     oracle_open: bool = True
     """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
     the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""
+    retriever: str = "bm25"
+    """Who picks a search's top_k documents (`ascent.envs.retriever.RETRIEVERS`): `bm25` (fixed top-k) or
+    `plackett_luce` (HARR's sampled, trainable retriever, trained in the RL step beside the policy; in YAML with
+    its parameters, e.g. "plackett_luce(lr=0.05)")."""
 
     def __post_init__(self) -> None:
         if not (0 <= self.oracle_p_guess <= 1 and 0 <= self.oracle_p_redundant <= 1):
@@ -96,6 +101,7 @@ class SearchWorldParams:
             )
         if not self.hops or any(h not in (1, 2, 3) for h in self.hops):
             raise ValueError(f"hops must be a non-empty list of 1, 2 or 3, got {self.hops}")
+        RETRIEVERS.resolve(self.retriever, key="retriever")
         known = {r for _, r in RELATIONS} | {a for _, a in ATTRIBUTES}
         if set(self.relations) - known:
             unknown = sorted(set(self.relations) - known)
@@ -158,9 +164,12 @@ def evidence_sentence(text: str, answer: str) -> str:
 class SearchWorlds:
     """The task's worlds (built once, by seed) and the conversions between rows, questions and episodes."""
 
-    def __init__(self, cfg: SearchWorldParams) -> None:
+    def __init__(self, cfg: SearchWorldParams, seed: int = 0) -> None:
         self.cfg = cfg
         self.worlds: dict[int, SearchWorld] = {}
+        self.retriever: Retriever = RETRIEVERS.resolve(cfg.retriever, key="retriever")(seed=seed)
+        """One retriever for every episode (a trainable one is trained by `companions`)."""
+        self.companions = (RetrieverTrainer(self.retriever),) if self.retriever.trainable else ()
 
     def world(self, seed: int) -> SearchWorld:
         if seed not in self.worlds:
@@ -231,7 +240,9 @@ class SearchWorlds:
 
     def make_env(self) -> WorldsEnv:
         c = self.cfg
-        return WorldsEnv(self.world(0), top_k=c.top_k, snippet_chars=c.snippet_chars, prompt=c.prompt)
+        return WorldsEnv(
+            self.world(0), top_k=c.top_k, snippet_chars=c.snippet_chars, prompt=c.prompt, retriever=self.retriever
+        )
 
     def demonstrator(self, rows: list[Row], rng: random.Random) -> Responder:
         """The oracle for these rows' episodes: one `OracleAgent` per world, sharing one random stream
@@ -265,13 +276,18 @@ class SearchWorlds:
 @TASKS.register("search_world", params=SearchWorldParams, paper=None, fidelity="ascent")
 def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = SearchWorldParams()) -> TaskData:
     """Agent task: multi-hop questions over small generated worlds, answered with search/open tools (answer_em)."""
-    worlds = SearchWorlds(params)
+    worlds = SearchWorlds(params, seed)
     num_train = cfg.num_train or 2000
     base = seed * 10_000_000
     taken: set[str] = set()
     held_out = worlds.rows(cfg.num_eval, range(base + 5_000_000, base + 10_000_000), taken)
     train = worlds.rows(num_train, range(base, base + 5_000_000), taken)
-    agent = AgentTask(make_env=worlds.make_env, env_task=worlds.env_task, demonstrator=worlds.demonstrator)
+    agent = AgentTask(
+        make_env=worlds.make_env,
+        env_task=worlds.env_task,
+        demonstrator=worlds.demonstrator,
+        companions=worlds.companions,
+    )
     pieces = tokenizer_pieces(params.prompt) if params.tokenizer_pieces else []
     if params.tokenizer_pieces and params.oracle_quote:
         pieces += [EVIDENCE_OPEN, EVIDENCE_CLOSE]

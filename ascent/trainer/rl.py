@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import torch
 
@@ -34,6 +34,26 @@ class TrainingError(RuntimeError):
     """The run cannot go on (every reward failed, too many NaN losses in a row)."""
 
 
+class CoTrained(Protocol):
+    """A part of the environment trained beside the policy in the same step, on the same advantages (a trainable
+    retriever, `ascent.envs.retriever.RetrieverTrainer`). The trainer calls `train(True)` before the step's
+    rollouts, `train(False)` after them (evaluation runs in that mode), then `update` after the policy's."""
+
+    def train(self, mode: bool) -> None: ...
+
+    def update(self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor) -> dict[str, float]:
+        """One update from the step's batch and advantages (N, T); returns metrics."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+    def reset(self) -> None:
+        """Back to the state it was built with (a control run starts from RL's starting point)."""
+        ...
+
+
 @dataclass
 class RLParts:
     """The stages the trainer connects."""
@@ -47,6 +67,8 @@ class RLParts:
     collector: Optional[Collector] = None
     """The rollout stage (`collect(indices, generator) -> RolloutBatch`); None: a `SingleTurnCollector`
     over engine, encoder and settings. Agent tasks pass an `ascent.agents.AgentCollector`."""
+    companions: Sequence[CoTrained] = ()
+    """Parts of the environment trained in the same step (an agent task's `companions`)."""
 
 
 class RLTrainer:
@@ -79,11 +101,19 @@ class RLTrainer:
         """One RL step; returns its metrics."""
         self.prepare()
         t0 = time.perf_counter()
-        batch, scores, filtering = self.collect()
+        for c in self.parts.companions:
+            c.train(True)
+        try:
+            batch, scores, filtering = self.collect()
+        finally:
+            for c in self.parts.companions:
+                c.train(False)
         t1 = time.perf_counter()
         adv = self.advantages(batch, scores)  # (N, T)
         update = self.learner.update(batch, adv, scores.valid, rewards=scores.rewards)
         self.check_update(update)
+        for c in self.parts.companions:
+            update.update(c.update(batch, adv, scores.valid))
         self.last = StepSamples(batch, scores, adv)
         t2 = time.perf_counter()
         self.step_count += 1
@@ -212,6 +242,7 @@ class RLTrainer:
             "pieces": pieces,
             "rewards": self.parts.rewards.state_dict(),
             "explorer": self.explorer.state_dict(),
+            "companions": [c.state_dict() for c in self.parts.companions],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -225,6 +256,8 @@ class RLTrainer:
             piece_state.load_state_dict(saved.get(kind, {}))
         self.parts.rewards.load_state_dict(state.get("rewards", {}))
         self.explorer.load_state_dict(state.get("explorer", {}))
+        for c, saved_c in zip(self.parts.companions, state.get("companions", [])):
+            c.load_state_dict(saved_c)
 
 
 def make_sampler(cfg: RunConfig, parts: RLParts) -> Any:
