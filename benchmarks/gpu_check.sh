@@ -14,8 +14,13 @@
 # 4. Runs the smollm2-arith recipe on the GPU for a few steps (model.device=cuda, rollout.backend=vllm, GRPO
 #    and the RFT control, 100 held-out problems) and prints its summary.json: the same pipeline as the CPU recipe.
 #
-# Steps 2, 3 and 4 are capped at 3 + 4.5 + 4 minutes. Exit status: 0 when all passed.
-# Set ASCENT_GPU_CHECK=recipe to run step 4 only.
+# 5. The learner on cuda: smollm2-arith (LoRA) for 3 GRPO steps, ascent's rollout engine, no control run, with
+#    the fp32 learner, then the bf16 learner (train.precision=bf16), then learner.world_size = the number of GPUs
+#    (NCCL; on one GPU that is world_size 1, the sanity run; with 2 or more, the data-parallel learner over NCCL);
+#    one JSON line per run with its wall seconds, mean update seconds a step and the last step's gradient norm.
+#
+# Steps 2, 3, 4 and 5 are capped at 3 + 4.5 + 4 + 3 x 1.5 minutes. Exit status: 0 when all passed.
+# Set ASCENT_GPU_CHECK=recipe to run step 4 only, ASCENT_GPU_CHECK=learner to run step 5 only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -33,7 +38,7 @@ fi
 
 status=0
 SECONDS=0
-if [ "${ASCENT_GPU_CHECK:-all}" != "recipe" ]; then
+if [ "${ASCENT_GPU_CHECK:-all}" = "all" ]; then
 echo "== vLLM tests" >&2
 timeout 180 "$PY" -m pytest -q -p no:cacheprovider -rs tests/rollout/test_vllm_engine.py >&2
 rc=$?
@@ -49,6 +54,7 @@ echo "{\"check\": \"throughput\", \"rc\": $rc, \"seconds\": $((SECONDS - start))
 [ "$rc" -eq 0 ] || status=1
 fi
 
+if [ "${ASCENT_GPU_CHECK:-all}" != "learner" ]; then
 echo "== smollm2-arith on cuda with vLLM rollouts: 6 GRPO steps + 6 RFT steps" >&2
 start=$SECONDS
 out=$(mktemp -d)
@@ -59,5 +65,29 @@ rc=$?
 [ -f "$out/smollm2-arith/summary.json" ] && python3 -c 'import json,sys; print(json.dumps({"check": "recipe", **json.load(open(sys.argv[1]))}))' "$out/smollm2-arith/summary.json"
 echo "{\"check\": \"recipe_run\", \"rc\": $rc, \"seconds\": $((SECONDS - start))}"
 [ "$rc" -eq 0 ] || status=1
+fi
+
+echo "== the learner on cuda: fp32, bf16, learner.world_size = number of GPUs (NCCL)" >&2
+ngpu=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+for arm in "fp32 train.precision=fp32" "bf16 train.precision=bf16" "dp$ngpu learner.world_size=$ngpu"; do
+    set -- $arm
+    start=$SECONDS
+    out=$(mktemp -d)
+    timeout 90 .venv/bin/ascent train smollm2-arith model.device=cuda rollout.backend=ascent train.steps=3 \
+        train.eval_every=0 control.enabled=false data.num_eval=16 eval.pass_k_rows=0 logging.progress=false \
+        "output_dir=$out" name=learner "$2" >&2
+    rc=$?
+    "$PY" - "$out/learner" "$1" "$rc" "$((SECONDS - start))" <<'PYEOF'
+import json, pathlib, sys
+run, arm, rc, wall = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rows = [json.loads(line) for line in (run / "metrics.jsonl").open()] if (run / "metrics.jsonl").exists() else []
+rows = [r for r in rows if "time/update" in r]
+upd = [r["time/update"] for r in rows]
+print(json.dumps({"check": "learner", "arm": arm, "rc": rc, "seconds": wall, "steps": len(rows),
+                  "update_s_mean": sum(upd) / len(upd) if upd else None,
+                  "grad_norm_last": rows[-1].get("loss/grad_norm") if rows else None}))
+PYEOF
+    [ "$rc" -eq 0 ] || status=1
+done
 echo "{\"check\": \"done\", \"status\": $status, \"seconds\": $SECONDS}"
 exit $status

@@ -487,6 +487,11 @@ class LearnerConfig:
     NCCL on GPU: rank r uses cuda:r), so a step equals the one-process step up to float rounding."""
     timeout_s: float = 600.0
     """Process-group timeout: a collective that waits longer than this (a rank hung or gone) fails the run."""
+    adaptive_threads: bool = False
+    """CPU, one learner process: run each update with one torch thread fewer while another process competes
+    for the cores (seen in this process's scheduler statistics), probing the full count again now and then
+    (`ascent.trainer.threads`). Keeps a busy machine from stalling the update at OpenMP barriers; no effect
+    on a quiet machine."""
 
 
 @dataclass(frozen=True)

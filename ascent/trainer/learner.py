@@ -35,6 +35,7 @@ from ascent.rollout.types import RolloutBatch
 from ascent.trainer.distributed import DataParallel, Ranks, init_group, pack, receive, unpack
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 from ascent.trainer.precision import Precision, decide, resolve, settled
+from ascent.trainer.threads import ThreadGovernor
 from ascent.typed import ConfigError
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,10 @@ class Learner:
         )
         """This process's rank among `learner.world_size` data-parallel learner ranks (`ascent.trainer.distributed`):
         a `DataParallel` in the driver when world_size > 1 (rank 0, which starts the others)."""
+        self.governor: Optional[ThreadGovernor] = None
+        """`learner.adaptive_threads`: the update's thread count, from the waiting share of the last updates."""
+        if cfg.learner.adaptive_threads and n == 1 and policy.device.type == "cpu":
+            self.governor = ThreadGovernor(torch.get_num_threads())
         if n > 1 and ranks is None:
             rows = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt / algo.mini_batches
             if math.ceil(rows / self.micro_batch_size) < n:
@@ -216,6 +221,18 @@ class Learner:
     ) -> dict[str, float]:
         """All optimizer steps for one rollout batch. advantages: (N, T); valid: (N,) usable rewards;
         rewards (N,): for losses and piece states that need them."""
+        if self.governor is None:
+            return self._update(batch, advantages, valid, rewards)
+        self.governor.before()
+        try:
+            metrics = self._update(batch, advantages, valid, rewards)
+        finally:
+            governed = self.governor.after()
+        return {**metrics, **governed}
+
+    def _update(
+        self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor]
+    ) -> dict[str, float]:
         self.policy.model.train()
         if self.precision.pending:
             self.settle_precision(batch)
