@@ -404,6 +404,7 @@ LIST_KINDS = [
     "filters",
     "samplers",
     "explorers",
+    "agent_decoders",
     "drafters",
     "rewards",
     "recipes",

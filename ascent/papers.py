@@ -617,8 +617,8 @@ URPO = Paper(
 TREEOPSD = Paper(
     "TreeOPSD",
     "not found",
-    None,
-    "not found (TreeOPSD: tree-structured turn credit for multi-turn agents)",
+    2026,
+    "Tree-Aware Posterior Distillation for Long-Horizon Agentic Reinforcement Learning (arXiv id not found)",
     "not found",
 )
 TREE_OPO = Paper(
@@ -728,6 +728,13 @@ LOG_Q_LEARNING = Paper(
     "Using a Logarithmic Mapping to Enable Lower Discount Factors in Reinforcement Learning (NeurIPS 2019)",
     "arXiv:1906.00572",
     note="the log mapping f(x) = c ln(x + d) of `ovm_dqn` (`ascent/classic/value_mapping.py`)",
+)
+JITRL = Paper(
+    "JitRL",
+    "Liu et al.",
+    2026,
+    "Just-In-Time Reinforcement Learning: Continual Learning in LLM Agents Without Gradient Updates (ICML 2026)",
+    "arXiv:2601.18510",
 )
 MULTI_TURN_RECIPE = Paper(
     "Multi-turn agentic RL recipe (meow-tea-taro)",

@@ -23,6 +23,7 @@ REFERENCES = Path(__file__).resolve().parents[2] / "docs" / "references.md"
 def registries() -> dict[str, Registry]:
     """`ascent list` kind -> registry, for every kind of piece."""
     import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
+    from ascent.agents.jitrl import AGENT_DECODERS
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, ROUTER_OBJECTIVES
@@ -52,6 +53,7 @@ def registries() -> dict[str, Registry]:
         "filters": FILTERS,
         "samplers": SAMPLERS,
         "explorers": EXPLORERS,
+        "agent_decoders": AGENT_DECODERS,
         "drafters": DRAFTERS,
         "rewards": REWARDS,
         "constraints": CONSTRAINTS,
