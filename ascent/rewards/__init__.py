@@ -18,8 +18,8 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     sandbox,  # noqa: F401,E402 - code_tests
     self_judge,  # noqa: F401,E402 - self_judge (the policy judges its own completions)
     shaping,
-    steerable,  # noqa: F401,E402 - rapo_step (RAPO's steerable step-level reward)
     sql,  # noqa: F401,E402 - sql_exec (Text-to-SQL execution match)
+    steerable,  # noqa: F401,E402 - rapo_step (RAPO's steerable step-level reward)
     temporal,  # noqa: F401,E402 - temporal_iou (AudioMap's event-conditioned temporal IoU)
 )
 from ascent.rewards.builtin import REWARDS
