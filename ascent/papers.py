@@ -285,6 +285,10 @@ GUI_LIBRA = Paper(
     2026,
     "GUI-Libra: Training Native GUI Agents to Reason and Act with Action-aware Supervision and Partially Verifiable RL",
     "arXiv:2602.22190",
+    note=(
+        "action-aware SFT: `warmstart.action_weight` up-weights the imitated `<tool_call>` / `<answer>` tokens in the "
+        "warm start's NLL (`ascent/trainer/action_aware.py`); the reasoning / direct-action data mix is the task's"
+    ),
 )
 HYPEREYES = Paper(
     "HyperEyes (TRACE)",

@@ -268,6 +268,7 @@ def sft_phase(
         run.cfg.warmstart.batch_size,
         run.cfg.train.micro_batch_size,
         run.cfg.seed + {"control": 1, "recovery": 2}.get(phase, 0),
+        run.cfg.warmstart.action_weight if phase == "warmstart" else 1.0,
     )
     latest = ckpt.latest() if ckpt is not None else None
     state = None

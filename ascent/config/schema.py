@@ -274,6 +274,13 @@ class WarmStartConfig:
     data: str = "teacher"
     """What the warm start imitates (`ascent list warmstart-data`): `teacher`, the task's demonstrations; or
     `calibsft(...)`, CalibSFT's confidence-balanced, correctness-conditional data from the task's teacher."""
+    action_weight: float = 1.0
+    """GUI-Libra's action-aware SFT (Yang et al. 2026, arXiv:2602.22190): imitated tokens inside `<tool_call>` /
+    `<answer>` blocks weigh this much in the NLL, the other imitated tokens 1 (1: plain SFT); > 0."""
+
+    def __post_init__(self) -> None:
+        if not self.action_weight > 0:
+            raise ValueError(f"action_weight must be > 0, got {self.action_weight}")
 
 
 @dataclass(frozen=True)

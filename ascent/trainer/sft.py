@@ -21,6 +21,7 @@ from ascent.policy.model import Policy, token_logprobs
 from ascent.rollout.batch import assemble
 from ascent.rollout.types import Generation, RolloutBatch
 from ascent.tasks.base import Teacher
+from ascent.trainer.action_aware import action_weights
 from ascent.trainer.checkpoint import rng_state, set_rng_state
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 
@@ -60,9 +61,13 @@ def single_turn_demonstrations(teacher: Teacher, encoder: PromptEncoder, tokeniz
     return lambda rows, rng: demonstration_batch(rows, teacher, encoder, rng, tokenizer)
 
 
-def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tuple[float, bool]:
+def nll_loss(
+    policy: Policy, batch: RolloutBatch, micro_batch_size: int, weights: Optional[torch.Tensor] = None
+) -> tuple[float, bool]:
     """Backward of the token-mean NLL over the batch, in micro-batches of rows of similar lengths, each
-    trimmed to its longest row (agent trajectories vary a lot in length). Returns (loss, finite)."""
+    trimmed to its longest row (agent trajectories vary a lot in length). `weights` (N, T): per-token weights of
+    the NLL (GUI-Libra's action-aware SFT, `ascent.trainer.action_aware`); the mean still divides by the imitated
+    tokens. Returns (loss, finite)."""
     num_tokens = float(batch.completion_mask.sum())
     lengths = batch.attention_mask.sum(-1)  # (N,)
     order = torch.argsort(lengths, descending=True, stable=True)
@@ -74,7 +79,8 @@ def nll_loss(policy: Policy, batch: RolloutBatch, micro_batch_size: int) -> tupl
         logp = token_logprobs(
             policy.model, batch.input_ids[sl, :width].to(dev), batch.attention_mask[sl, :width].to(dev)
         )  # (n, width)
-        loss = aggregate(-logp, batch.completion_mask[sl, :width].to(dev), "token-mean", num_tokens=num_tokens)
+        nll = -logp if weights is None else -logp * weights[sl, :width].to(dev)
+        loss = aggregate(nll, batch.completion_mask[sl, :width].to(dev), "token-mean", num_tokens=num_tokens)
         if not torch.isfinite(loss):
             return float("nan"), False
         loss.backward()
@@ -95,6 +101,8 @@ class SFTRun:
     batch_size: int
     micro_batch_size: int
     seed: int
+    action_weight: float = 1.0
+    """GUI-Libra's action-aware SFT: imitated tokens inside action spans weigh this much (1: plain SFT)."""
 
     def run(
         self,
@@ -121,7 +129,10 @@ class SFTRun:
         for step in range(self.step_count + 1, self.steps + 1):
             self.policy.model.train()
             batch = self.demos([self.rows[i] for i in sampler.next(self.batch_size)], rng)
-            loss, finite = nll_loss(self.policy, batch, self.micro_batch_size)
+            weights = (
+                None if self.action_weight == 1.0 else action_weights(batch, self.policy.tokenizer, self.action_weight)
+            )
+            loss, finite = nll_loss(self.policy, batch, self.micro_batch_size, weights)
             if not finite:
                 optimizer.zero_grad(set_to_none=True)
             lr = scheduler.get_last_lr()[0]
