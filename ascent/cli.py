@@ -428,6 +428,7 @@ LIST_KINDS = [
     "inventory_methods",
     "driving_rewards",
     "retrievers",
+    "generative",
 ]
 
 

@@ -49,6 +49,7 @@ LAYERS = [
     "ascent.co",
     "ascent.incontext",
     "ascent.offline",
+    "ascent.generative",
     "ascent.applications",
     "ascent.config",
     "ascent.trainer",

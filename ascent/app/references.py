@@ -33,6 +33,7 @@ def registries() -> dict[str, Registry]:
     from ascent.co.rmab import RMAB_POLICIES
     from ascent.data.samplers import SAMPLERS
     from ascent.envs.retriever import RETRIEVERS
+    from ascent.generative import GENERATIVE
     from ascent.incontext import icpi, lamer, subtask_graph  # noqa: F401  (register the in-context agents)
     from ascent.incontext.agents import AGENTS
     from ascent.incontext.histories import SOURCES
@@ -76,6 +77,7 @@ def registries() -> dict[str, Registry]:
         "inventory_methods": INVENTORY_METHODS,
         "driving_rewards": DRIVING_REWARDS,
         "retrievers": RETRIEVERS,
+        "generative": GENERATIVE,
     }
 
 
