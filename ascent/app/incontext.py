@@ -9,6 +9,8 @@ seed's (tasks, episodes) returns per arm), summary.json and curves.png. summary.
     return_last5_<arm>          the same over the last 5 episodes (AD's bar: >= 0.8 of optimal)
     return_*_<arm>_ci95         95% t-interval over seeds
     curves                      per arm, per episode index: [mean, lo, hi] over seeds
+    seconds_<arm>               [data, training, evaluation] seconds, summed over seeds
+    loss_last_<arm>             training loss over the last 50 steps, mean over seeds
     train_seconds, threads
 
 The arms are named in the config (`ad`, `ed`, `ad_eps` by default; `source` is the first arm's source algorithm
@@ -97,7 +99,7 @@ def train_incontext(recipe: str, overrides: list[str], overwrite: bool = False) 
             f"{k}-seed{s}": np.asarray(v)
             for s, d in zip(cfg.seeds, per_seed)
             for k, v in d.items()
-            if not k.startswith("loss_")
+            if not k.startswith(("loss_", "seconds_"))
         },
     )
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -82,19 +82,22 @@ def run_seed(
     for name, spec in arm_specs(cfg):
         t0 = time.perf_counter()
         hist = cached_history(family, cfg.family, train_tasks, spec, cfg.episodes, seed, cache)
+        t1 = time.perf_counter()
         torch.manual_seed(seed)
         model = InContextTransformer(
             family.num_obs, family.num_actions, family.horizon, cfg.train.context, cfg.model, grid=grid
         )
         losses = train_model(model, hist, cfg.train, seed)
+        t2 = time.perf_counter()
         ret = evaluate_in_context(model, family, test_tasks, cfg.eval_episodes, seed + 1000, cfg.greedy)
         out[name], out[f"loss_{name}"] = ret, losses
+        out[f"seconds_{name}"] = [t1 - t0, t2 - t1, time.perf_counter() - t2]  # data, training, evaluation
         if models is not None:
             models[name] = model
         log(
             f"seed {seed} {name} ({spec}): loss {np.mean(losses[:50]):.3f} -> {np.mean(losses[-50:]):.3f}; "
             f"in-context return first 5 {ret[:, :5].mean():.2f}, last 5 {ret[:, -5:].mean():.2f} "
-            f"({time.perf_counter() - t0:.0f}s)"
+            f"(data {t1 - t0:.0f}s, training {t2 - t1:.0f}s, evaluation {time.perf_counter() - t2:.0f}s)"
         )
     if cfg.source_control:
         spec = arm_specs(cfg)[0][1]
@@ -117,7 +120,8 @@ def mean_interval(x: np.ndarray) -> tuple[float, float, float]:
 
 def summarise(cfg: InContextConfig, per_seed: list[dict]) -> dict:
     """summary.json: per arm the return per in-context episode (mean over held-out tasks, then over seeds with a 95%
-    t-interval), first-5 and last-5 means with intervals, the optimal return of the held-out tasks."""
+    t-interval), first-5 and last-5 means with intervals, the optimal return of the held-out tasks; per arm the
+    data, training and evaluation seconds summed over seeds and the final training loss, where the seeds carry them."""
     family = make_family(cfg.family)
     test_tasks = family.tasks("test", cfg.eval_tasks, 0)
     opt = float(optimal_returns(family, test_tasks, seed=0, episodes=20).mean())
@@ -137,5 +141,12 @@ def summarise(cfg: InContextConfig, per_seed: list[dict]) -> dict:
             m, lo, hi = mean_interval(curve[:, sl].mean(1))
             summary[f"return_{part}_{name}"] = m
             summary[f"return_{part}_{name}_ci95"] = [lo, hi]
+    for name, _ in arm_specs(cfg):
+        if all(f"seconds_{name}" in s for s in per_seed):  # data, training, evaluation seconds, summed over seeds
+            summary[f"seconds_{name}"] = [
+                round(float(sum(s[f"seconds_{name}"][i] for s in per_seed)), 1) for i in range(3)
+            ]
+        if all(f"loss_{name}" in s for s in per_seed):  # final training loss (last 50 steps), mean over seeds
+            summary[f"loss_last_{name}"] = float(np.mean([np.mean(s[f"loss_{name}"][-50:]) for s in per_seed]))
     summary["curves"] = curves
     return summary

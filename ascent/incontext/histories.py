@@ -8,6 +8,9 @@ one loop `collect` steps it on N tasks at once for E episodes and returns a `His
 - `thompson`: Thompson sampling with Beta(1 + successes, 1 + failures) posteriors (bandits).
 - `q_learning`: tabular Q-learning (Watkins 1989) on the family's Markov state with an epsilon-greedy behaviour
   policy and optimistic initial values (the grids; AD's own source was A3C, see docs/in_context.md).
+- `posterior_sampling`: posterior sampling for RL (Osband, Russo & Van Roy 2013, arXiv:1306.0940) on Dark Room,
+  the dynamics known and the goal inferred: near-optimal within ~8 episodes, so a context of a few episodes holds
+  its whole improvement (the AD source of `ascent train ad-darkroom`).
 - `noisy_expert`: the AD^epsilon demonstrator (Zisman et al. 2023, "Emergence of In-Context Reinforcement
   Learning from Noise Distillation", arXiv:2312.12275): the optimal policy with probability 1 - eps, a uniform
   action with probability eps, eps falling linearly from `eps_start` to `eps_end` over the first `decay` fraction
@@ -28,7 +31,7 @@ from typing import Optional, Protocol
 
 import numpy as np
 
-from ascent.incontext.tasks import AD, Family, TaskBatch
+from ascent.incontext.tasks import AD, DarkRoomBatch, Family, TaskBatch, toward
 from ascent.registry import Paper, Registry
 
 AD_EPS = Paper(
@@ -355,6 +358,81 @@ def noisy_expert(
 def expert(batch: TaskBatch, total_steps: int, seed: int) -> NoisyExpert:
     """The optimal policy (expert distillation's data: no exploration, no improvement in the history)."""
     return NoisyExpert(batch, total_steps, seed, NoisyExpertParams(eps_start=0.0, eps_end=0.0))
+
+
+PSRL = Paper(
+    "PSRL",
+    "Osband, Russo & Van Roy",
+    2013,
+    "(More) Efficient Reinforcement Learning via Posterior Sampling",
+    "arXiv:1306.0940",
+    section="baselines",
+)
+
+
+@dataclass(frozen=True)
+class PosteriorSamplingParams:
+    resample: bool = True
+    """Draw a new goal hypothesis as soon as the current one is refuted (reached without reward) instead of at
+    the next episode only (the paper's per-episode sample: the agent then idles on the refuted cell)."""
+
+
+class PosteriorSampling:
+    """Posterior sampling on Dark Room with the dynamics known and the goal cell unknown: the posterior over the goal
+    is uniform over the cells not yet seen without reward (one rewarded step pins it); each episode draws a goal from
+    it and walks there (rows first, the expert's path), which is the optimal policy of the sampled task."""
+
+    def __init__(self, batch: TaskBatch, total_steps: int, seed: int, params: PosteriorSamplingParams) -> None:
+        if not isinstance(batch, DarkRoomBatch):
+            raise ValueError(f"posterior_sampling is defined for darkroom only, not {type(batch).__name__}")
+        self.batch, self.p = batch, params
+        self.rng = np.random.default_rng([seed, 5])
+        self.candidate = np.ones((batch.n, batch.num_obs), dtype=bool)  # goal still possible at cell
+        self.found = np.full(batch.n, -1)  # the rewarded cell, -1 while unknown
+        self.target = np.zeros(batch.n, dtype=np.int64)
+        self.t = 0
+
+    def draw(self, rows: np.ndarray) -> None:
+        for i in rows:
+            cells = np.flatnonzero(self.candidate[i])
+            self.target[i] = self.found[i] if self.found[i] >= 0 else self.rng.choice(cells)
+
+    def act(self, state: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        n, size = self.batch.n, self.batch.size
+        if self.t % self.batch.horizon == 0:
+            self.draw(np.arange(n))  # a new sample every episode
+        elif self.p.resample:
+            self.draw(np.flatnonzero(~self.candidate[np.arange(n), self.target]))
+        self.t += 1
+        target = np.stack(np.divmod(self.target, size), 1)
+        return toward(self.batch.pos, target)
+
+    def observe(self, state, actions, rewards, next_state, last) -> None:
+        rows = np.arange(len(actions))
+        hit = rewards > 0
+        self.candidate[rows[~hit], next_state[~hit]] = False
+        self.found[hit] = next_state[hit]
+
+
+@SOURCES.register(
+    "posterior_sampling",
+    params=PosteriorSamplingParams,
+    paper=(PSRL, AD),
+    fidelity="reduced",
+    departures=(
+        "the transition dynamics are given (the grid moves) and only the goal cell is inferred: the posterior over "
+        "the goal is exact (uniform over cells not yet seen unrewarded), not a Dirichlet/Normal model of an MDP",
+        "resample=True draws a new goal as soon as the sampled one is refuted, not only at the next episode",
+        "Dark Room only; AD's source was A3C: this learner finds the goal within a few episodes, so a short "
+        "context holds its whole improvement",
+    ),
+)
+def posterior_sampling(
+    batch: TaskBatch, total_steps: int, seed: int, params: PosteriorSamplingParams = PosteriorSamplingParams()
+) -> PosteriorSampling:
+    """Posterior sampling for RL (Osband, Russo & Van Roy 2013, arXiv:1306.0940) on Dark Room: sample a goal cell
+    from the posterior each episode, walk to it; the posterior excludes every cell visited without reward."""
+    return PosteriorSampling(batch, total_steps, seed, params)
 
 
 def source_summary(history: History, optimal: np.ndarray, first: int = 5, last: int = 5) -> dict:

@@ -20,6 +20,7 @@ TINY = [
     "train.steps=3",
     "train.context=20",
     "cache_dir=null",
+    "arms=[ad=posterior_sampling,ed=expert,ad_eps=noisy_expert]",
 ]
 
 
@@ -32,6 +33,7 @@ def test_train_and_eval_in_context_cli(tmp_path, capsys):
     for key in ("return_optimal", "return_first5_ad", "return_last5_ad", "return_last5_ed", "return_last5_ad_eps"):
         assert key in summary
     assert set(summary["curves"]) == {"ad", "ed", "ad_eps", "source"} and len(summary["curves"]["ad"]) == 6
+    assert len(summary["seconds_ad"]) == 3 and summary["loss_last_ad"] > 0  # data, training, evaluation seconds
     assert (run / "curves.png").exists() and len(list((run / "models").glob("*.safetensors"))) == 3
     capsys.readouterr()
     assert main(["eval-in-context", str(run), "eval_episodes=4"]) == 0
@@ -66,3 +68,8 @@ def test_summary_intervals_by_hand():
     per_seed = [{"ad": np.array([[1.0] * 6, [3.0] * 6])}, {"ad": np.array([[2.0] * 6, [2.0] * 6])}]
     s = summarise(cfg, per_seed)
     assert s["return_first5_ad"] == 2.0 and s["return_last5_ad_ci95"] == [2.0, 2.0]
+    assert "seconds_ad" not in s and "loss_last_ad" not in s  # only where every seed carries them
+    per_seed[0].update(seconds_ad=[1.0, 10.0, 2.0], loss_ad=[9.0] * 10 + [1.0] * 50)
+    per_seed[1].update(seconds_ad=[3.0, 20.0, 4.0], loss_ad=[2.0] * 50)
+    s = summarise(cfg, per_seed)  # data, training, evaluation seconds summed over seeds; last-50 loss, seed mean
+    assert s["seconds_ad"] == [4.0, 30.0, 6.0] and s["loss_last_ad"] == 1.5

@@ -97,6 +97,37 @@ def test_subsample_and_cache_roundtrip(tmp_path):
 
 
 def test_sources_registered_with_clear_errors():
-    assert SOURCES.names() == ["expert", "noisy_expert", "q_learning", "thompson", "ucb"]
+    assert SOURCES.names() == ["expert", "noisy_expert", "posterior_sampling", "q_learning", "thompson", "ucb"]
     with pytest.raises(ValueError, match="q_learning needs"):
         SOURCES.resolve("q_learning(lr=0)")
+
+
+def test_posterior_sampling_learns_within_a_few_episodes_and_then_is_optimal():
+    f = make_family("darkroom")
+    tasks = f.tasks("train", 61, 0)
+    h = collect(f, tasks, "posterior_sampling", 12, seed=0)
+    ret, opt = h.episode_returns(), optimal_returns(f, tasks)
+    assert ret[:, 0].mean() < 0.3 * opt.mean()  # the first episode walks to a random cell
+    assert ret[:, -2:].mean() > 0.95 * opt.mean()  # most goals found within 10 episodes
+    for i in range(len(tasks)):  # once a reward is seen, every later episode is the expert's (optimal) one
+        seen = np.flatnonzero(ret[i] > 0)
+        if len(seen):
+            assert np.all(ret[i, seen[0] + 1 :] == opt[i])
+
+
+def test_posterior_sampling_never_revisits_a_refuted_target():
+    f = make_family("darkroom")
+    tasks = f.tasks("train", 20, 1)
+    h = collect(f, tasks, "posterior_sampling", 6, seed=1)
+    idle = (h.actions == 0) & (h.rewards == 0)  # a no-op off the goal: the agent stands on its sampled target
+    # resample=True: a target is replaced once refuted, so the only untested cell one can stand on is the start
+    # cell (the centre, 40), tested by one no-op at most once per task
+    assert np.all(h.obs[idle] == 40) and idle.sum(1).max() <= 1
+    slow = collect(f, tasks, "posterior_sampling(resample=false)", 6, seed=1)
+    assert (slow.actions == 0).sum() > idle.sum() and slow.episode_returns().mean() < h.episode_returns().mean()
+
+
+def test_posterior_sampling_is_darkroom_only():
+    f = make_family("key_to_door")
+    with pytest.raises(ValueError, match="darkroom only"):
+        collect(f, f.tasks("train", 2, 0), "posterior_sampling", 1, seed=0)
