@@ -248,7 +248,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ascent.app.classic import evaluate_checkpoint, is_classic_run
     from ascent.app.co import evaluate_checkpoint as evaluate_co
     from ascent.app.co import is_co_run
-    from ascent.app.pipeline import prepare
+    from ascent.app.pipeline import load_companions, prepare
     from ascent.app.runs import RunDirError, find_config, read_run_config
     from ascent.trainer.checkpoint import load_weights
 
@@ -276,6 +276,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cfg = read_run_config(run_dir, model_eval.model_overrides(None, args.task) + overrides)
         run, policy = prepare(cfg, run_dir, {})
         load_weights(policy.model, model_dir)
+        load_companions(run, model_dir)  # a trained retriever (search_world retriever=plackett_luce)
         result = {"checkpoint": str(model_dir), **model_eval.run_evaluation(run.evaluator, policy, cfg, args.by)}
     model_eval.print_table(result)
     model_eval.write_result(result, args.out)

@@ -161,6 +161,16 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
     )
 
 
+def load_companions(run: Run, folder: Path) -> None:
+    """The environment's co-trained parts (search_world's trained retriever) as the checkpoint `folder` left them;
+    nothing for a folder without a trainer state (a warm start) or a task without such parts."""
+    companions = run.task.agent.companions if run.task.agent is not None else ()
+    if companions and (Path(folder) / "trainer_state.pt").exists():
+        saved = Checkpointer.load_state(Path(folder)).get("companions", [])
+        for c, state in zip(companions, saved):
+            c.load_state_dict(state)
+
+
 def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[Collector]:
     """The rollout stage: the agent collector for agent tasks, None (the trainer's single-turn default) otherwise."""
     if run.task.agent is None:

@@ -9,7 +9,7 @@ import re
 import torch
 
 from ascent.agents import ScriptedEngine
-from ascent.app.pipeline import make_collector, prepare
+from ascent.app.pipeline import load_companions, make_collector, prepare
 from ascent.config import load_config
 from ascent.envs.retriever import RetrieverTrainer
 from ascent.trainer.checkpoint import Checkpointer
@@ -81,9 +81,12 @@ def test_the_retriever_trains_in_the_rl_step_and_resumes(tmp_path):
     state = Checkpointer.load_state(path)
     assert torch.equal(state["companions"][0]["weights"]["weight"], retriever.weight.detach())
 
-    other, _ = trainer_for(tmp_path, "b")
+    other, other_run = trainer_for(tmp_path, "b")
     fresh = other.parts.companions[0].retriever
     assert not torch.equal(fresh.weight.detach(), retriever.weight.detach())
+    load_companions(other_run, path)  # what `ascent eval CHECKPOINT` does
+    assert torch.equal(fresh.weight.detach(), retriever.weight.detach())
+    other.parts.companions[0].reset()
     other.load_state_dict(state)
     assert torch.equal(fresh.weight.detach(), retriever.weight.detach())
     assert other.parts.companions[0].optimizer.state_dict()["state"], "Adam's moments are restored too"
