@@ -430,6 +430,7 @@ LIST_KINDS = [
     "driving_rewards",
     "retrievers",
     "generative",
+    "rank_methods",
 ]
 
 

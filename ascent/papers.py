@@ -1102,6 +1102,13 @@ INFORMED_RL = Paper(
     "Informed Reinforcement Learning for Situation-Aware Traffic Rule Exceptions (ICRA 2024)",
     "arXiv:2402.04168",
 )
+DR_RL = Paper(
+    "DR-RL",
+    "Erden",
+    2025,
+    "Dynamic Rank Reinforcement Learning for Adaptive Low-Rank Multi-Head Self Attention in Large Language Models",
+    "arXiv:2512.15973",
+)
 
 # Methods the newer pieces build on, cited in their docstrings and docs (not pieces of their own)
 FQL = Paper(

@@ -26,7 +26,7 @@ def registries() -> dict[str, Registry]:
     from ascent.agents.jitrl import AGENT_DECODERS
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
-    from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, ROUTER_OBJECTIVES
+    from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, RANK_METHODS, ROUTER_OBJECTIVES
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
@@ -78,6 +78,7 @@ def registries() -> dict[str, Registry]:
         "driving_rewards": DRIVING_REWARDS,
         "retrievers": RETRIEVERS,
         "generative": GENERATIVE,
+        "rank_methods": RANK_METHODS,
     }
 
 

@@ -1,9 +1,10 @@
 """Applications of RL to a domain (issue 42; docs/applications.md): the causal LLM router over logged data
-(`router`), HDPO for inventory control (`inventory`) and rulebook-informed driving (`rulebook`). Each piece is
-registered with its paper, fidelity and departures."""
+(`router`), HDPO for inventory control (`inventory`), rulebook-informed driving (`rulebook`) and DR-RL rank selection
+(`rank_selection`). Each piece is registered with its paper, fidelity and departures."""
 
 from ascent.applications.inventory import INVENTORY_METHODS
+from ascent.applications.rank_selection import RANK_METHODS
 from ascent.applications.router import ROUTER_OBJECTIVES
 from ascent.applications.rulebook import DRIVING_REWARDS
 
-__all__ = ["DRIVING_REWARDS", "INVENTORY_METHODS", "ROUTER_OBJECTIVES"]
+__all__ = ["DRIVING_REWARDS", "INVENTORY_METHODS", "RANK_METHODS", "ROUTER_OBJECTIVES"]
