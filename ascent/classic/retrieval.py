@@ -180,3 +180,133 @@ def retrieval_dqn(ctx: ClassicContext, params: RetrievalParams = RetrievalParams
 
 
 retrieval_dqn.action_spaces = frozenset({"discrete"})
+
+
+# --- the learned retrieval process ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LearnedRetrievalParams(RetrievalParams):
+    """`RetrievalParams` plus the learned, multi-slot, recurrent retrieval process of Goyal et al. 2022 (Sec. 2);
+    `k` is now the top-k kept per slot by the *learned* score, `index_size` the retrieval batch."""
+
+    k: int = 32
+    """Entries kept per slot by the learned score, >= 1; larger than the k-NN's 8 because the top-k choice carries no
+    gradient: an entry outside it cannot be learned into it (a tiny task learned at k = 4 of 8, not at 2 of 8)."""
+    slots: int = 2
+    """n_s, slots of the retrieval state m; each slot retrieves on its own, >= 1."""
+    retrieval_steps: int = 2
+    """Rounds of (query, top-k retrieval, GRU slot update) per state, >= 1."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.slots < 1 or self.retrieval_steps < 1:
+            raise ConfigError(
+                f"learned_retrieval_dqn: slots and retrieval_steps must be >= 1, got {self.slots}, "
+                f"{self.retrieval_steps}"
+            )
+
+
+def learned_top_k(scores: torch.Tensor, excluded: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Softmax attention restricted to the k highest learned scores (B, S, M) per slot, entries `excluded` (B, M)
+    masked out: weights (B, S, M), zero outside the top k; the weights are differentiable in the scores, so the
+    query and key embeddings that made them are trained by the loss downstream.
+
+    >>> w = learned_top_k(torch.tensor([[[0.0, 1.0, 2.0, 9.0]]]), torch.tensor([[False, False, False, True]]), 2)
+    >>> [round(x, 4) for x in w[0, 0].tolist()]
+    [0.0, 0.2689, 0.7311, 0.0]
+    """
+    scores = scores.masked_fill(excluded[:, None, :], float("-inf"))  # (B, S, M)
+    kk = min(k, scores.shape[-1])
+    top, idx = scores.topk(kk, dim=-1)  # (B, S, k)
+    valid = torch.isfinite(top)
+    w = F.softmax(top.masked_fill(~valid, -1e9), dim=-1) * valid  # (B, S, k)
+    return torch.zeros_like(scores).scatter(-1, idx, w)
+
+
+class LearnedRetrievalQNetwork(nn.Module):
+    """Q(s, ·) = MLP([s, m_R(s)]) with m the n_s-slot state of a learned retrieval process (Goyal et al. 2022):
+        m_0^j = init^j + W_s s                                   (B, S, d)
+        for r = 1..R:  q^j = W_q [m^j, s],  key_m = E_k(f_m) (learned embedding of index entry m)
+                       w^j = softmax over top-k_m of q^j · key_m / √d (the rest 0; the query entry excluded)
+                       u^j = Σ_m w^j_m E_v(f_m),  m^j = GRU(u^j, m^j)
+    The top-k selection uses the learned scores themselves, so what is retrieved changes as the embeddings learn;
+    the index (`keys` (M, D) raw observations, used only to exclude the query itself, `features` (M, F)) is set
+    from outside and shared with the target network."""
+
+    def __init__(self, obs_dim: int, n_actions: int, p: LearnedRetrievalParams) -> None:
+        super().__init__()
+        feat_dim, d = 2 * obs_dim + n_actions + 1, p.width
+        self.k, self.width, self.steps = p.k, d, p.retrieval_steps
+        self.init = nn.Parameter(torch.randn(p.slots, d) * 0.1)  # (S, d)
+        self.from_state = nn.Linear(obs_dim, d)
+        self.query = nn.Linear(d + obs_dim, d)
+        self.key_embed = mlp([feat_dim, d, d], "relu")  # E_k: the learned retrieval embedding
+        self.value = nn.Linear(feat_dim, d)
+        self.gru = nn.GRUCell(d, d)
+        self.head = mlp([obs_dim + p.slots * d, *p.hidden, n_actions], "relu")
+        self.keys = torch.zeros(0, obs_dim)  # (M, D) the index: plain attributes, not weights
+        self.features = torch.zeros(0, feat_dim)  # (M, F)
+
+    def retrieve(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The final slot state m_R (B, S, d) and the last round's retrieval weights (B, S, M)."""
+        b, s = len(obs), self.init.shape[0]
+        m = self.init[None] + self.from_state(obs)[:, None, :]  # (B, S, d)
+        if self.keys.shape[0] == 0:
+            return m, obs.new_zeros(b, s, 0)
+        with torch.no_grad():
+            excluded = torch.cdist(obs, self.keys) <= SELF_DISTANCE  # (B, M)
+        keys, values = self.key_embed(self.features), self.value(self.features)  # (M, d) each
+        w = obs.new_zeros(b, s, 0)
+        for _ in range(self.steps):
+            q = self.query(torch.cat([m, obs[:, None, :].expand(b, s, -1)], dim=2))  # (B, S, d)
+            w = learned_top_k(q @ keys.T / self.width**0.5, excluded, self.k)  # (B, S, M)
+            u = w @ values  # (B, S, d)
+            m = self.gru(u.reshape(b * s, -1), m.reshape(b * s, -1)).reshape(b, s, -1)
+        return m, w
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        m, _ = self.retrieve(obs)
+        return self.head(torch.cat([obs, m.flatten(1)], dim=1))
+
+
+class LearnedRetrievalDQN(RetrievalDQN):
+    """`RetrievalDQN` with the learned retrieval process (`LearnedRetrievalQNetwork`) in place of fixed k-NN."""
+
+    def __init__(self, ctx: ClassicContext, params: LearnedRetrievalParams) -> None:
+        super().__init__(ctx, params)
+        envs = ctx.envs
+        self.q = LearnedRetrievalQNetwork(envs.obs_dim, envs.n_actions, params).to(ctx.device)
+        self.q_target = LearnedRetrievalQNetwork(envs.obs_dim, envs.n_actions, params).to(ctx.device)
+        self.q_target.load_state_dict(self.q.state_dict())
+        self.parameters = list(self.q.parameters())
+        self.optimizer = adam(self.parameters, params.lr)
+
+
+@CLASSIC.register(
+    "learned_retrieval_dqn",
+    params=LearnedRetrievalParams,
+    paper=papers.RETRIEVAL_AUGMENTED_RL,
+    fidelity="reduced",
+    departures=(
+        "the retrieval dataset is the agent's own last index_size transitions (the paper samples a retrieval batch of "
+        "trajectories from a dataset), each entry one transition [s, a, r, s' - s] instead of forward/backward "
+        "trajectory summaries",
+        "the retrieval rounds iterate per state (a feed-forward DQN has no time recurrence); the paper's slots "
+        "recur over the agent's time steps inside R2D2, and exchange information by slot self-attention (not here)",
+        "exact top-k over the index by the learned score instead of approximate nearest-neighbour search; DQN "
+        "(online, one-step targets) instead of R2D2 or offline DQN",
+    ),
+)
+def learned_retrieval_dqn(
+    ctx: ClassicContext, params: LearnedRetrievalParams = LearnedRetrievalParams()
+) -> LearnedRetrievalDQN:
+    """Retrieval-augmented DQN with a learned retrieval process (Goyal et al. 2022, ICML 2022, arXiv:2202.08417):
+    n_s slots, R rounds of query = W_q[m, s], top-k of the learned score q · E_k(f_m)/√d over the index, attention
+    u = Σ softmax · E_v(f_m), slot update m = GRU(u, m); Q(s, ·) = MLP([s, m]); the embeddings, the GRU and the
+    head are trained end-to-end by DQN's Huber loss (the top-k choice itself carries no gradient); discrete
+    actions."""
+    return LearnedRetrievalDQN(ctx, params)
+
+
+learned_retrieval_dqn.action_spaces = frozenset({"discrete"})
