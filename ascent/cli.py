@@ -431,6 +431,9 @@ LIST_KINDS = [
     "retrievers",
     "generative",
     "rank_methods",
+    "reward_completers",
+    "preference_interfaces",
+    "irl_methods",
 ]
 
 

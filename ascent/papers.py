@@ -1258,3 +1258,32 @@ CONSISTENCY_MODELS = Paper(
     "arXiv:2303.01469",
     note="the toy 2-D consistency model and its multistep sampler (`ascent/generative/consistency.py`)",
 )
+PAMC = Paper(
+    "PAMC",
+    "Shihab, Akter & Sharma",
+    2025,
+    "What Fundamental Structure in Reward Functions Enables Efficient Sparse-Reward Learning?",
+    "arXiv:2509.03790",
+)
+P2R = Paper(
+    "P2R",
+    "Wang, Liu & Jin",
+    2023,
+    "Is RLHF More Difficult than Standard RL? A Theoretical Perspective (NeurIPS 2023)",
+    "arXiv:2306.14111",
+)
+CONSTRAINED_IRL = Paper(
+    "Constrained IRL",
+    "Schlaginhaufen & Kamgarpour",
+    2023,
+    "Identifiability and Generalizability in Constrained Inverse Reinforcement Learning (ICML 2023)",
+    "arXiv:2306.00629",
+)
+WEIGHTED_CONFORMAL = Paper(
+    "Weighted conformal",
+    "Tibshirani, Barber, Candes & Ramdas",
+    2019,
+    "Conformal Prediction Under Covariate Shift (NeurIPS 2019)",
+    "arXiv:1904.06019",
+    note="the weighted split-conformal quantile of `ascent/applications/pamc.py` (`conformal_sets`)",
+)

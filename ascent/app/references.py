@@ -27,6 +27,9 @@ def registries() -> dict[str, Registry]:
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, RANK_METHODS, ROUTER_OBJECTIVES
+    from ascent.applications.constrained_irl import IRL_METHODS
+    from ascent.applications.p2r import PREFERENCE_INTERFACES
+    from ascent.applications.pamc import REWARD_COMPLETERS
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
@@ -79,6 +82,9 @@ def registries() -> dict[str, Registry]:
         "retrievers": RETRIEVERS,
         "generative": GENERATIVE,
         "rank_methods": RANK_METHODS,
+        "reward_completers": REWARD_COMPLETERS,
+        "preference_interfaces": PREFERENCE_INTERFACES,
+        "irl_methods": IRL_METHODS,
     }
 
 
