@@ -197,14 +197,14 @@ def _irl(world: CMDP, mu_expert: np.ndarray, params: IRLParams, constrained: boo
     paper=papers.CONSTRAINED_IRL,
     fidelity="reduced",
     departures=(
-        "state-action rewards without a reward class or regulariser on r; plain gradient descent on L(r) from r = 0 "
-        "with Adam (per-entry step sizes) and an exact inner solver (bisection on the multiplier)",
+        "state-action rewards without a reward class or regulariser on r; Adam on L(r) from r = 0 "
+        "(per-entry step sizes) with an exact inner solver (regula falsi on the multiplier)",
         "entropy regularisation only (the paper covers general strictly convex regularisers)",
     ),
 )
 def constrained(world: CMDP, mu_expert: np.ndarray, params: IRLParams = IRLParams()) -> np.ndarray:
-    """Minimise L(r) = max_{mu feasible} [<r, mu> + tau H(mu)] - <r, mu_E> - tau H(mu_E) by r <- r - lr (mu*_r - mu_E),
-    mu*_r the constrained regularised optimum (Schlaginhaufen & Kamgarpour 2023, arXiv:2306.00629)."""
+    """Minimise L(r) = max_{mu feasible} [<r, mu> + tau H(mu)] - <r, mu_E> - tau H(mu_E) by Adam on the gradient
+    mu*_r - mu_E, mu*_r the constrained regularised optimum (Schlaginhaufen & Kamgarpour 2023, arXiv:2306.00629)."""
     return _irl(world, mu_expert, params, constrained=True)
 
 
