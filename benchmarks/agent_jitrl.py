@@ -5,8 +5,10 @@ training questions (a seeded shuffle) and then the same held-out questions (worl
 from), each decision picking among K turns sampled from the policy:
 
 - `jitrl`: on the stream, the pick is resampled with weights exp(A / beta) and every finished episode is stored in
-  the memory; on the held-out set the memory is frozen and the pick is argmax log pi + A / beta;
-- `static`: the same K samples with no memory: a uniform pick on the stream, the most likely one held out.
+  the memory; on the held-out set the memory is frozen and the pick is argmax log pi + A / beta (`--heldout-mode
+  sample`: resampled as on the stream);
+- `static`: the same K samples with no memory: a uniform pick on the stream, the most likely one held out (`sample`:
+  a uniform pick).
 
     ascent train search-agent name=jit-ws threads=1 train.steps=0 control.enabled=false
     python benchmarks/agent_jitrl.py --warmstart runs/jit-ws/warmstart --seeds 5
@@ -41,6 +43,7 @@ def main() -> None:
     ap.add_argument("--eval", type=int, default=100, help="held-out questions")
     ap.add_argument("--candidates", type=int, default=4)
     ap.add_argument("--beta", type=float, default=0.25)
+    ap.add_argument("--heldout-mode", default="greedy", choices=["greedy", "sample"], help="the pick held out")
     ap.add_argument("--set", nargs="*", default=[], help="JitRLParams overrides, key=value")
     ap.add_argument("--json", default="", help="write the summary here too")
     args = ap.parse_args()
@@ -82,7 +85,7 @@ def main() -> None:
             played = []
             for b in range(0, len(stream), args.batch):
                 played += agent.play(stream[b : b + args.batch], g, learn=learn)
-            agent.params = replace(base, mode="greedy")
+            agent.params = replace(base, mode=args.heldout_mode)
             agent.memory.params = agent.params
             held = agent.play(evals, torch.Generator().manual_seed(2000 + seed), learn=False)
             half = played[len(played) // 2 :]
@@ -99,7 +102,13 @@ def main() -> None:
             }
             rows[arm].append(rec)
             print(json.dumps(rec), flush=True)
-    summary = {"stream": args.stream, "eval": len(evals), "params": base.__dict__, "seeds": args.seeds}
+    summary = {
+        "stream": args.stream,
+        "eval": len(evals),
+        "heldout_mode": args.heldout_mode,
+        "params": base.__dict__,
+        "seeds": args.seeds,
+    }
     for key in ("stream_success_2nd_half", "heldout_accuracy"):
         d = [a[key] - b[key] for a, b in zip(rows["jitrl"], rows["static"])]
         summary[key] = {
