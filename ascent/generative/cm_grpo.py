@@ -156,7 +156,9 @@ def cm_grpo_loss(
 def cm_grpo(
     model: ConsistencyModel, reward: Reward, p: CMGRPOParams, seed: int, kl_reference: bool = True
 ) -> list[dict[str, float]]:
-    """Fine-tune `model` in place with CM-GRPO against `reward`; returns one metrics dict per update."""
+    """CM-GRPO: GRPO on a consistency model's Gaussian sampling transitions (fine-tunes `model` in place).
+
+    Returns one metrics dict per update."""
     g = torch.Generator().manual_seed(seed)
     reference = copy.deepcopy(model).requires_grad_(False) if kl_reference and p.kl_coef > 0 else None
     opt = torch.optim.Adam(model.parameters(), lr=p.lr)

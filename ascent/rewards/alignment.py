@@ -172,16 +172,17 @@ def alignment_parts(
 ) -> dict[str, float]:
     """{aaw, aao, taw} of one sample (see the module docstring); {} when no key word has a reference alignment."""
     ref_of: dict[int, set[str]] = {}
+    ref_pos: dict[int, int] = {}  # first reference position aligned to each key word
     for i, j in aligner.align(source, reference):
         if source[i] in keys:
             ref_of.setdefault(i, set()).add(reference[j])
+            ref_pos.setdefault(i, j)
     if not ref_of:
         return {}
     pre_pos: dict[int, list[int]] = {}
     for i, k in aligner.align(source, answer):
         if i in ref_of and answer[k] in ref_of[i]:
             pre_pos.setdefault(i, []).append(k)
-    ref_pos = {i: min(j for i2, j in aligner.align(source, reference) if i2 == i) for i in ref_of}
     key_ids = sorted(ref_of)
     aaw = len(pre_pos) / len(key_ids)
     pairs = list(combinations(key_ids, 2))
@@ -211,10 +212,11 @@ def alignment_parts(
     ),
 )
 class TermAlign:
-    """Term-alignment reward (TAT-R1, Li et al. 2025, arXiv:2505.21172): the mean of the chosen alignment rewards
-    aaw = share of key source words whose reference-aligned word is aligned to them in the answer, aao = share of key
-    pairs kept in reference order, taw = share of key words whose reference translation the <think> part names;
-    alignments from an IBM Model 1 aligner trained on `corpus`."""
+    """TAT-R1 term-alignment reward (Li et al. 2025, arXiv:2505.21172): mean of aaw / aao / taw over key words.
+
+    The mean of the chosen alignment rewards: aaw = share of key source words whose reference-aligned word is
+    aligned to them in the answer, aao = share of key pairs kept in reference order, taw = share of key words whose
+    reference translation the <think> part names; alignments from an IBM Model 1 aligner trained on `corpus`."""
 
     def __init__(self, **params: Any) -> None:
         self.params = p = build(TermAlignParams, params, "term_align")

@@ -112,7 +112,9 @@ def gaussian_reward(point: tuple[float, float], bbox: list[float], alpha: float)
     ),
 )
 class GuiPoint:
-    """Dense GUI-grounding point reward: `se_gui` r = 1[p ∈ box] + max(0, 1 − (d/d_max)²) (SE-GUI, Yuan et al. 2025,
+    """Dense GUI-grounding click reward: SE-GUI hit + distance decay, GUI-G² Gaussian point, or binary hit.
+
+    `se_gui` r = 1[p ∈ box] + max(0, 1 − (d/d_max)²) (SE-GUI, Yuan et al. 2025,
     arXiv:2505.12370), `gaussian` r = exp(−½ Σ ((p − c)/σ)²), σ = α · element size (GUI-G², Tang et al. 2025,
     arXiv:2507.15846), or `binary` r = 1[p ∈ box]."""
 

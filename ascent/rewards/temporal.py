@@ -143,7 +143,9 @@ def event_conditioned_iou(
     ),
 )
 class TemporalIoU:
-    """Event-conditioned temporal IoU (AudioMap's ECTR, as ascent reads it): segments of the caption whose text
+    """AudioMap's event-conditioned temporal IoU (ECTR, as ascent reads it) of a caption's timed events.
+
+    Segments of the caption whose text
     matches a reference event's label (token F1 >= match_f1) are paired one-to-one with the events to maximise the
     summed tIoU; r = Σ tIoU / max(#events, #segments)."""
 
