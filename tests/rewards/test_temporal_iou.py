@@ -70,3 +70,16 @@ def test_no_timestamps_missing_events_and_bad_rows():
         reward(["c"], ["dog 0-1"], events=["[{"])
     with pytest.raises(ValueError, match="normalize must be one of"):
         resolve_reward("temporal_iou(normalize=min)")
+
+
+def test_in_the_runner_a_malformed_row_skips_only_its_own_sample():
+    from ascent.rewards.runner import RewardRunner
+
+    runner = RewardRunner(["temporal_iou"])
+    bad = [{"label": "dog", "start": 3, "end": 1}]
+    result = runner.score(
+        ["c"] * 3, ["dog barking 0-4; car passing 5-7", "dog 0-1", "x"], [{"events": EVENTS}, {"events": bad}, {}]
+    )
+    assert result.valid.tolist() == [True, False, False]  # a failure, then no opinion
+    assert float(result.rewards[0]) == pytest.approx(1.0) and result.stats["reward/failed_frac"] == pytest.approx(1 / 3)
+    assert any("start <= end" in line for line in runner.failure_log)
