@@ -14,8 +14,9 @@ The agent's own replay buffer is the retrieval dataset. For a state s (B, D):
       L = Huber(Q(s, a) - y),   y = r + γ (1 - terminated) max_a' Q⁻(s', a'),
   where the target network Q⁻ (a hard copy) retrieves from the same index for s'.
 Simplifications of the paper: a fixed (not learned) retrieval embedding, one attention step instead of the paper's
-recurrent retrieval process, the agent's own recent experience as the dataset. Everything else (replay, ε-greedy,
-target copies, exact resume) is `ascent.classic.dqn`'s, imported.
+recurrent retrieval process, the agent's own recent experience as the dataset. `learned_retrieval_dqn` (below) has
+the learned process: n_s slots, learned query and key embeddings, top-k by the learned score, GRU slot updates.
+Everything else (replay, ε-greedy, target copies, exact resume) is `ascent.classic.dqn`'s, imported.
 """
 
 from __future__ import annotations
