@@ -173,7 +173,11 @@ class PlackettLuceRetriever(torch.nn.Module):
     def scores(self, feats: torch.Tensor) -> torch.Tensor:
         return feats @ self.weight  # (..., C)
 
-    def episode_generator(self) -> torch.Generator:
+    def episode_generator(self) -> Optional[torch.Generator]:
+        """A generator seeded from the retriever's own stream while sampling; None otherwise (greedy evaluation
+        draws nothing, so it leaves the training stream where it was)."""
+        if not self.sampling:
+            return None
         with self._lock:
             return torch.Generator().manual_seed(self.seeds.randrange(2**63))
 
