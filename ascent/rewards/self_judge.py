@@ -12,9 +12,19 @@ DeepSeek-GRM style: principles, critique, `Score: N` in [1, 10]),
 so the referee changes with every policy update (the judgement cache is emptied at each call). With
 `unless_field=answer` the reward abstains (None) on rows that carry that field, so `reward=[exact_answer,
 'self_judge(unless_field=answer)']` gives the verifier's reward where there is a ground truth and the policy's own
-judgement elsewhere: URPO's mix of verifiable and open-ended data. Not implemented: URPO's training of the referee
-role itself (preference pairs recast as judging tasks inside the GRPO batch); here the referee improves only as
-the policy does.
+judgement elsewhere: URPO's mix of verifiable and open-ended data.
+
+The referee role's own training (URPO's preference data recast as judging tasks in the same GRPO batch) is a
+property of the data, not of this reward: give the batch judging rows whose prompt is a candidate to judge and
+whose `answer` is the verdict, so a verifier trains the referee while `self_judge(unless_field=answer)` scores the
+open-ended rows with it (`data.task=addition(referee_rows=0.5, open_ended=true)` and
+`reward=[exact_answer, 'self_judge(format=verdict,unless_field=answer)']`; docs/results.md §4h). `format=verdict`
+is the compact referee such a toy policy can learn: the judge prompt is `verdict_template` (the question and the
+answer, then `?`), the policy's next token is sampled k times, `1` votes correct, `0` wrong, anything else is a
+failure (no vote), and r_i = the share of `1` among the valid votes:
+
+    r_i = mean_j [t_ij = 1] over the k sampled verdict tokens t_ij ∈ {0, 1} of π_θ(· | template(x_i, y_i)),
+          None if fewer than min_votes are 0 or 1.
 
 The trainer hands the policy to the reward when RL starts (`RewardRunner.attach_policy`); where there is none (the
 held-out evaluation's own reward runner, Ray reward workers) the reward fails with a message saying so, which the
@@ -46,11 +56,18 @@ class SelfJudgeParams(JudgeParams):
     """Always `policy`: the model being trained judges (for another model use `judge(model=...)`)."""
     unless_field: str = ""
     """Abstain (None) on rows that carry this field (e.g. `answer`: leave them to a verifier); empty: judge all."""
+    format: str = "judge"
+    """`judge`: the `judge` reward's prompt (principles, critique, `Score: N`); `verdict`: `verdict_template` and one
+    sampled verdict token per judgement, `1` correct / `0` wrong (a referee a small policy can be trained to be)."""
+    verdict_template: str = "{question}{answer}?"
+    """The `verdict` judge prompt: `{question}` the task prompt, `{answer}` the completion (stripped)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.model != POLICY:
             raise ValueError("the judge is the policy (model=policy); for another model use judge(model=...)")
+        if self.format not in ("judge", "verdict"):
+            raise ValueError(f"format must be judge or verdict, got {self.format!r}")
 
 
 @REWARDS.register(
@@ -60,9 +77,11 @@ class SelfJudgeParams(JudgeParams):
     fidelity="reduced",
     departures=(
         (
-            "the policy judges its own completions but the referee role is not trained (URPO recasts preference data "
-            "as judging tasks)"
+            "the referee role is trained only where the task supplies judging rows (addition(referee_rows=...), a "
+            "synthetic preference set built from the task's own labels, pointwise verdicts instead of URPO's N-way "
+            "rankings of preference triples); other tasks' referee improves only as the policy does"
         ),
+        "format=verdict (one sampled verdict token, 1 or 0) is ascent's compact referee for scratch policies",
     ),
 )
 class SelfJudge(GenerativeJudge):
@@ -114,8 +133,9 @@ class SelfJudge(GenerativeJudge):
         todo = [i for i in range(len(prompts)) if skip is None or skip[i] is None]
         was_training = self.model.training
         self.model.eval()
+        judge = self._verdicts if self.params.format == "verdict" else super().__call__
         try:
-            judged = super().__call__([prompts[i] for i in todo], [completions[i] for i in todo]) if todo else []
+            judged = judge([prompts[i] for i in todo], [completions[i] for i in todo]) if todo else []
         finally:
             self.model.train(was_training)
         if not todo:
@@ -124,4 +144,44 @@ class SelfJudge(GenerativeJudge):
         for i, r in zip(todo, judged):
             out[i] = r
         self._metrics["judge/deferred_frac"] = 1.0 - len(todo) / max(len(prompts), 1)
+        return out
+
+    @torch.no_grad()
+    def _verdicts(self, prompts: list[str], completions: list[str]) -> list[Optional[float]]:
+        """`format=verdict`: k verdict tokens sampled from π_θ(· | verdict_template(x, y)) per sample; the share
+        of `1` among the valid (`0` / `1`) ones, None below min_votes."""
+        p, tok = self.params, self.tokenizer
+        accept, reject = tok.convert_tokens_to_ids("1"), tok.convert_tokens_to_ids("0")
+        device = next(self.model.parameters()).device
+        out: list[Optional[float]] = []
+        n_valid = n_accept = 0
+        for s in range(0, len(prompts), p.micro_batch_size):
+            texts = [
+                p.verdict_template.format(question=q, answer=a.strip())
+                for q, a in zip(prompts[s : s + p.micro_batch_size], completions[s : s + p.micro_batch_size])
+            ]
+            ids = [tok(t)["input_ids"] for t in texts]
+            width = max(len(x) for x in ids)
+            batch = torch.full((len(ids), width), tok.pad_token_id, dtype=torch.long)  # (B, T), right-padded
+            mask = torch.zeros((len(ids), width), dtype=torch.long)
+            for i, x in enumerate(ids):
+                batch[i, : len(x)], mask[i, : len(x)] = torch.tensor(x), 1
+            logits = self.model(input_ids=batch.to(device), attention_mask=mask.to(device)).logits  # (B, T, V)
+            last = logits[torch.arange(len(ids)), mask.sum(1).to(device) - 1].float().cpu()  # (B, V)
+            if p.temperature == 0:
+                draws = last.argmax(-1, keepdim=True).expand(-1, p.k)  # (B, k)
+            else:
+                probs = torch.softmax(last / p.temperature, -1)
+                draws = torch.multinomial(probs, p.k, replacement=True, generator=self.generator)  # (B, k)
+            ones, zeros = (draws == accept).sum(1), (draws == reject).sum(1)  # (B,)
+            for o, z in zip(ones.tolist(), zeros.tolist()):
+                n_valid, n_accept = n_valid + o + z, n_accept + o
+                out.append(o / (o + z) if o + z >= p.min_votes else None)
+        self.engine_calls += 1
+        judged = len(prompts) * p.k
+        self._metrics = {
+            "judge/judgements": float(judged),
+            "judge/failed_frac": 1.0 - n_valid / max(judged, 1),
+            "judge/accept_frac": n_accept / max(n_valid, 1),
+        }
         return out

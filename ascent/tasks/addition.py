@@ -3,6 +3,15 @@ with one systematic mistake (it sometimes drops the ones-carry) for the warm sta
 
     data.task=addition(digits=3, teacher_carry_drop=1.0)      # YAML: task: {addition: {digits: 3}}
     data.task=addition(digits=3, column_drop=[0.6, 0.97])     # the hard recipe's teacher: two carry mistakes
+    data.task=addition(referee_rows=0.5, open_ended=true)     # URPO's judging rows and unlabelled sums
+
+`referee_rows` recasts a share of the training problems as judging tasks (URPO, Lu et al. 2025, arXiv:2507.17515:
+preference data cast as generative tasks in the one GRPO loop): the prompt `a+b=c?` shows a candidate sum c, the
+correct one or a wrong one with equal probability (the teacher's dropped carry where there is a carry, else an
+error of 1 or 10), and the row's `answer` is the verdict, `1` (correct) or `0`. The teacher judges with its own
+arithmetic (it says `1` when c equals the sum it would write itself), so a warm start learns a referee with the
+player's blind spot. `open_ended=true` takes the `answer` off the other training rows (they keep `gold`, which no
+reward reads): only a self-judge can score them, as URPO's open-ended instructions.
 """
 
 from __future__ import annotations
@@ -27,6 +36,11 @@ class AdditionParams:
     """Per-column carry-drop probabilities of the teacher, ones column first (replaces teacher_carry_drop when
     given): [0.6, 0.97] forgets the carry out of the ones column 60% of the time and the carry out of the tens
     column 97% of the time, so the warm start rarely samples a correct tens carry (an exploration problem)."""
+    referee_rows: float = 0.0
+    """Share of the training problems recast as judging tasks `a+b=c?` -> `1`/`0` (URPO's referee data; the
+    alphabet gains `?`); 0: none (the held-out rows are always sums)."""
+    open_ended: bool = False
+    """Training sums without an `answer` (kept as `gold`): no verifier can score them, only a self-judge."""
 
     def __post_init__(self) -> None:
         if self.digits < 1:
@@ -37,6 +51,8 @@ class AdditionParams:
             raise ValueError(
                 f"column_drop needs at most digits={self.digits} probabilities in [0, 1], got {self.column_drop}"
             )
+        if not 0 <= self.referee_rows < 1:
+            raise ValueError(f"referee_rows must be in [0, 1), got {self.referee_rows}")
 
 
 def addition_teacher(carry_drop: float) -> Teacher:
@@ -73,6 +89,34 @@ def column_teacher(column_drop: list[float]) -> Teacher:
     return teach
 
 
+def referee_teacher(player: Teacher) -> Teacher:
+    """The player teacher, and on judging rows (`candidate` c) the verdict of a referee with its arithmetic: `1`
+    when c equals the sum the player teacher writes for (a, b) this time, else `0`."""
+
+    def teach(row: Row, rng: random.Random) -> str:
+        if row.get("candidate") is None:
+            return player(row, rng)
+        return "1" if player(row, rng) == str(row["candidate"]) else "0"
+
+    return teach
+
+
+def judging_row(a: int, b: int, rng: random.Random, wrong: Teacher) -> Row:
+    """`a+b=c?` with the correct sum or a wrong one (equal odds); `answer` is the verdict `1` / `0`.
+
+    >>> judging_row(17, 25, random.Random(0), addition_teacher(1.0))
+    {'prompt': '17+25=32?', 'answer': '0', 'a': 17, 'b': 25, 'candidate': 32}
+    """
+    total = a + b
+    if rng.random() < 0.5:
+        c = total
+    else:
+        c = int(wrong({"a": a, "b": b}, rng))  # the teacher's mistake where there is a carry to drop
+        if c == total:
+            c = total + rng.choice([1, 10]) * (1 if total < 10 or rng.random() < 0.5 else -1)
+    return {"prompt": f"{a}+{b}={c}?", "answer": "1" if c == total else "0", "a": a, "b": b, "candidate": c}
+
+
 @TASKS.register("addition", params=AdditionParams, paper=None, fidelity="ascent")
 def addition(cfg: DataConfig, seed: int, params: AdditionParams = AdditionParams()) -> TaskData:
     """d-digit addition `a+b=` checked exactly; the teacher drops the ones-carry (teacher_carry_drop)."""
@@ -89,5 +133,14 @@ def addition(cfg: DataConfig, seed: int, params: AdditionParams = AdditionParams
     if cfg.num_train:
         train = train[: cfg.num_train]
     teacher = column_teacher(params.column_drop) if params.column_drop else addition_teacher(params.teacher_carry_drop)
-    tokenizer = char_tokenizer("0123456789+= ")
+    if params.open_ended:
+        train = [{**{k: v for k, v in r.items() if k != "answer"}, "gold": r["answer"]} for r in train]
+    if params.referee_rows:
+        judge_rng = random.Random(seed + 1)
+        wrong = column_teacher([1.0] * len(params.column_drop)) if params.column_drop else addition_teacher(1.0)
+        for i in range(len(train)):
+            if judge_rng.random() < params.referee_rows:
+                train[i] = judging_row(train[i]["a"], train[i]["b"], judge_rng, wrong)
+        teacher = referee_teacher(teacher)
+    tokenizer = char_tokenizer("0123456789+= " + ("?" if params.referee_rows else ""))
     return TaskData(train=train, eval=rows[: cfg.num_eval], reward="exact_answer", teacher=teacher, tokenizer=tokenizer)

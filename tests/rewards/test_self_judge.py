@@ -89,3 +89,46 @@ def test_another_model_is_a_config_error():
         resolve_reward("self_judge(model=smollm2)")
     with pytest.raises(ConfigError, match="min_votes"):
         resolve_reward("self_judge(k=2, min_votes=3)")
+
+
+# format=verdict: URPO's referee as one sampled verdict token, trained on judging rows in the same batch
+
+
+def test_the_verdict_vote_estimates_the_policys_share_of_1():
+    """r = the share of `1` among k verdict tokens sampled from π(· | question + answer + '?'): with k = 40000 it
+    matches p(1) / (p(1) + p(0)) read off the policy's own logits."""
+    model, tok = tiny_policy()
+    runner = RewardRunner(["self_judge(format=verdict, k=40000, temperature=1.0)"])
+    runner.attach_policy(model, tok)
+    with torch.no_grad():
+        ids = torch.tensor([tok("12+3=15?")["input_ids"]])
+        probs = torch.softmax(model(input_ids=ids).logits[0, -1].float(), -1)
+    one, zero = probs[tok.convert_tokens_to_ids("1")], probs[tok.convert_tokens_to_ids("0")]
+    expected = float(one / (one + zero))
+    result = runner.score(["12+3="], [" 15 "], [{}])  # the answer is stripped into the template
+    assert result.rewards.tolist()[0] == pytest.approx(expected, abs=0.05)
+    failed = 1 - float(one + zero)  # every other token is a failed judgement
+    assert result.stats["judge/failed_frac"] == pytest.approx(failed, abs=0.02)
+
+
+def test_a_taught_referee_scores_its_verdicts_and_defers_judging_rows():
+    """Taught `1` after 12+3=15? and `0` after 12+3=14?, the greedy referee gives 1 and 0; a judging row (it
+    carries `answer`, the verdict) is left to the verifier, which scores the referee's own verdict."""
+    model, tok = tiny_policy()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    for _ in range(40):
+        opt.zero_grad()
+        for text in ("12+3=15?1", "12+3=14?0"):
+            ids = torch.tensor([tok(text)["input_ids"]])
+            labels = torch.full_like(ids, -100)
+            labels[0, -1] = ids[0, -1]
+            model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+    runner = RewardRunner(["exact_answer", "self_judge(format=verdict, k=3, temperature=0, unless_field=answer)"])
+    runner.attach_policy(model, tok)
+    rows = [{}, {}, {"answer": "1"}]
+    result = runner.score(["12+3=", "12+3=", "12+3=15?"], ["15", "14", "0"], rows)
+    assert result.rewards.tolist() == [1.0, 0.0, 0.0]  # player rows: the referee; judging row: the verifier
+    assert torch.isnan(result.components[:2, 0]).all() and torch.isnan(result.components[2, 1])
+    with pytest.raises(ConfigError, match="format must be judge or verdict"):
+        resolve_reward("self_judge(format=pairwise)")

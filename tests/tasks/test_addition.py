@@ -115,3 +115,29 @@ def test_column_drop_checks_its_length_and_range():
         AdditionParams(digits=2, column_drop=[0.1, 0.2, 0.3])
     with pytest.raises(ValueError, match="column_drop"):
         AdditionParams(digits=3, column_drop=[1.5])
+
+
+def test_referee_rows_recast_sums_as_judging_tasks_with_the_teachers_blind_spot():
+    """URPO's judging rows: `a+b=c?` -> `1` iff c = a + b, half of them wrong (the dropped carry where there is
+    one); sums lose their `answer` under open_ended; the teacher judges with its own buggy arithmetic."""
+    task = load_task(DataConfig(task="addition(referee_rows=0.5, open_ended=true)", num_eval=100), seed=0)
+    judging = [r for r in task.train if r["prompt"].endswith("?")]
+    sums = [r for r in task.train if not r["prompt"].endswith("?")]
+    assert len(judging) == 4073 and len(sums) == 3927  # 8000 training rows, each a judging row with p = 0.5
+    assert all(r["answer"] == ("1" if r["candidate"] == r["a"] + r["b"] else "0") for r in judging)
+    assert sum(r["answer"] == "1" for r in judging) == 2002
+    assert all("answer" not in r and r["gold"] == str(r["a"] + r["b"]) for r in sums)
+    assert all(r["answer"] == str(r["a"] + r["b"]) and "?" not in r["prompt"] for r in task.eval)
+    assert "?" in task.tokenizer.get_vocab() and "?" not in load_task(DataConfig(), seed=0).tokenizer.get_vocab()
+    dropped = next(r for r in judging if r["answer"] == "0" and carries(r["a"], r["b"]))
+    assert dropped["candidate"] == r_sum(dropped) - 10  # the teacher's own mistake, shown to the referee
+    rng = random.Random(0)
+    verdicts = [task.teacher(dropped, rng) for _ in range(1000)]  # it drops the carry 60% of the time: says 1
+    assert verdicts.count("1") == 597
+    assert task.teacher({"prompt": "11+22=33?", "a": 11, "b": 22, "candidate": 33}, rng) == "1"
+    with pytest.raises(ValueError, match="referee_rows"):
+        AdditionParams(referee_rows=1.0)
+
+
+def r_sum(row: dict) -> int:
+    return int(row["a"]) + int(row["b"])
