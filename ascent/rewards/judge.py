@@ -13,8 +13,10 @@ prompted with `JUDGE_TEMPLATE` (the task's question and the candidate answer ins
     r_i   = None (no opinion)                                                                  otherwise
 
 i.e. the paper's vote (the sum of the k pointwise scores) taken over the valid judgements only and rescaled to
-[0, 1] (`vote`). The paper's meta-RM-guided voting is not implemented (it needs a trained meta RM); neither is the
-SPCT training of the judge itself: any local causal LM judges as it is.
+[0, 1] (`vote`). With `meta_rm=PATH, meta_k=N` the vote is the paper's meta-RM-guided one: a meta RM (a scalar
+reward model over (judge prompt, judgement), ascent/rewards/spct.py) scores each judgement and only the N valid
+judgements it rates highest vote (`guided_vote`). SPCT's training of the judge itself is not wired into a run: its
+rejective-fine-tuning filter is `spct.rft_select`, and any local causal LM judges as it is.
 
 A malformed judgement (no score, a score outside [1, 10] or on another scale, text cut at max_new_tokens before a
 whole score line, a prompt too long for the model) is a failure counted per reason in the judge's metrics
@@ -35,7 +37,7 @@ import json
 import re
 import time
 from collections import Counter, OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -43,6 +45,7 @@ import torch
 
 from ascent import papers
 from ascent.rewards.builtin import REWARDS
+from ascent.rewards.spct import guided_vote, meta_prompt
 from ascent.rollout.types import SamplingSettings
 from ascent.typed import ConfigError, build
 
@@ -108,6 +111,11 @@ class JudgeParams:
     """Seed of the judge's sampling generator."""
     device: Optional[str] = None
     """Device of the judge LM; None: the learner's (`model.device`)."""
+    meta_rm: Optional[str] = None
+    """SPCT's meta RM: a reward-model folder scoring (judge prompt, judgement) (`benchmarks/spct_meta_vote.py`
+    trains one); None: no meta RM."""
+    meta_k: int = 0
+    """Meta-RM-guided vote: the meta_k valid judgements the meta RM rates highest vote; 0: all valid ones vote."""
 
     def __post_init__(self) -> None:
         if self.k < 1 or self.min_votes < 1 or self.min_votes > self.k:
@@ -120,6 +128,11 @@ class JudgeParams:
             raise ValueError("micro_batch_size must be >= 1 and cache_size >= 0 (0: no cache)")
         if not self.model:
             raise ValueError("model must name the judge LM (smollm2, an HF folder, a checkpoint or a run directory)")
+        if not 0 <= self.meta_k <= self.k or (self.meta_k > 0) != bool(self.meta_rm):
+            raise ValueError(
+                f"meta_k must be in [1, k] with meta_rm set, 0 without; got meta_k={self.meta_k}, k={self.k}, "
+                f"meta_rm={self.meta_rm!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,10 @@ class Judgement:
     score: Optional[float] = None
     failure: Optional[str] = None
     """None when the score is valid, else one of `FAILURES`."""
+    text: str = field(default="", repr=False, compare=False)
+    """What the judge wrote (after `PREFILL`)."""
+    meta: Optional[float] = field(default=None, repr=False, compare=False)
+    """The meta RM's score of this judgement (None: no meta RM, or no valid score to rate)."""
 
 
 def parse_judgement(text: str, finished: bool = True) -> Judgement:
@@ -145,16 +162,16 @@ def parse_judgement(text: str, finished: bool = True) -> Judgement:
     """
     matches = list(_SCORE.finditer(text))
     if not matches:
-        return Judgement(failure="no_score" if finished else "truncated")
+        return Judgement(failure="no_score" if finished else "truncated", text=text)
     last = matches[-1]
     if not finished and not text[last.end() :].strip(" \t"):  # nothing but spaces after it: the number may be cut
-        return Judgement(failure="truncated")
+        return Judgement(failure="truncated", text=text)
     if last.group(2) is not None and float(last.group(2)) != SCORE_MAX:
-        return Judgement(failure="wrong_scale")
+        return Judgement(failure="wrong_scale", text=text)
     value = float(last.group(1))
     if not SCORE_MIN <= value <= SCORE_MAX:
-        return Judgement(failure="out_of_range")
-    return Judgement(score=value)
+        return Judgement(failure="out_of_range", text=text)
+    return Judgement(score=value, text=text)
 
 
 def vote(judgements: Sequence[Judgement], min_votes: int = 1) -> Optional[float]:
@@ -273,8 +290,13 @@ def check_judge_spec(spec: str) -> None:
     fidelity="reduced",
     departures=(
         (
-            "no SPCT training of the judge and no meta-RM-guided voting: the mean of the valid sampled scores, "
-            "rescaled to [0, 1]"
+            "no SPCT training of the judge in a run (the rejective-fine-tuning filter `spct.rft_select` is there, "
+            "the SFT stage on its rows and the rule-based online RL stage are not); the judge is used as it is"
+        ),
+        (
+            "meta-RM-guided vote (meta_rm=, meta_k=) with a meta RM whose trunk stays frozen (a BCE-trained linear "
+            "head, `spct.fit_meta_head`), ranking only the valid judgements; without it the mean of the valid "
+            "sampled scores, rescaled to [0, 1]"
         ),
     ),
 )
@@ -303,6 +325,12 @@ class GenerativeJudge:
         except (ValueError, KeyError) as err:
             raise ConfigError(f"judge: backend={p.backend!r}: {err}") from None
         self.generator = torch.Generator().manual_seed(p.seed)
+        self.meta_rm: Any = None
+        if p.meta_rm:
+            from ascent.rewards.reward_model import load_reward_model
+
+            self.meta_rm, self.meta_tokenizer, meta_info = load_reward_model(p.meta_rm, p.device or "cpu")
+            self.meta_max_length = int(meta_info.get("max_length") or 1024)
         self.cache = JudgementCache(p.cache_size)
         self.config_key = json.dumps(asdict(p), sort_keys=True)
         self.engine_calls = 0
@@ -315,6 +343,8 @@ class GenerativeJudge:
         """Move the judge to the learner's device, unless the spec fixed one."""
         if self.params.device is None:
             self.model.to(device)
+            if self.meta_rm is not None:
+                self.meta_rm.to(device)
 
     def metrics(self) -> dict[str, float]:
         """judge/ metrics of the last call (the reward runner merges them into reward/ stats)."""
@@ -352,9 +382,35 @@ class GenerativeJudge:
                 fresh += judged
                 self.cache.put(key, judged)
         self.last_votes = [found[key] for key in keys]
-        out = [vote(j, self.params.min_votes) for j in self.last_votes]
+        out = [self.vote_of(j) for j in self.last_votes]
         self._metrics = self._call_metrics(fresh, out, self.cache.hits - hits_before, start, calls_before)
         return out
+
+    def vote_of(self, judgements: Sequence[Judgement]) -> Optional[float]:
+        """A sample's reward from its judgements: the plain vote, or the meta-RM-guided one with `meta_k` > 0."""
+        if self.params.meta_k > 0:
+            scores, meta = [j.score for j in judgements], [j.meta for j in judgements]
+            return guided_vote(scores, meta, self.params.meta_k, self.params.min_votes, (SCORE_MIN, SCORE_MAX))
+        return vote(judgements, self.params.min_votes)
+
+    def rate(
+        self, pairs: Sequence[tuple[str, str]], judged: Sequence[Sequence[Judgement]]
+    ) -> list[tuple[Judgement, ...]]:
+        """The meta RM's score on each valid judgement of each (question, answer) pair (others keep meta None)."""
+        from ascent.rewards.reward_model import score
+
+        where = [(i, j) for i, js in enumerate(judged) for j, x in enumerate(js) if x.score is not None]
+        out = [list(js) for js in judged]
+        if self.meta_rm is None or not where:
+            return [tuple(js) for js in out]
+        prompts = [meta_prompt(JUDGE_TEMPLATE, PREFILL, *pairs[i]) for i, _ in where]
+        texts = [judged[i][j].text for i, j in where]
+        rated = score(
+            self.meta_rm, self.meta_tokenizer, prompts, texts, self.params.micro_batch_size, self.meta_max_length
+        )
+        for (i, j), m in zip(where, rated):
+            out[i][j] = replace(out[i][j], meta=float(m))
+        return [tuple(js) for js in out]
 
     def _call_metrics(
         self, fresh: list[Judgement], out: list[Optional[float]], hits: int, start: float, calls_before: int
@@ -402,7 +458,7 @@ class GenerativeJudge:
             parsed = self._force_scores(parsed, [ids[fits[r // k]] + sampled[r] for r in range(len(parsed))])
         for row, judgement in enumerate(parsed):
             out[fits[row // k]][row % k] = judgement
-        return [tuple(j) for j in out]
+        return self.rate(pairs, out)
 
     def _force_scores(self, parsed: list[Judgement], contexts: list[list[int]]) -> list[Judgement]:
         """Judgements without a score line (no_score / truncated) continued greedily after `FORCED_SCORE`."""
@@ -417,7 +473,8 @@ class GenerativeJudge:
         for row, i in enumerate(redo):
             tokens = gen.tokens[row, : int(gen.lengths[row])].tolist()
             text = "Score:" + self.tokenizer.decode(tokens, skip_special_tokens=True)
-            parsed[i] = parse_judgement(text, bool(gen.finished[row]))
+            forced = parse_judgement(text, bool(gen.finished[row]))
+            parsed[i] = replace(forced, text=parsed[i].text + FORCED_SCORE + text[len("Score:") :])
         return parsed
 
     def _settings(self, max_new_tokens: int, temperature: float) -> SamplingSettings:
