@@ -242,6 +242,22 @@ def shaping_residual(
     return float(np.linalg.norm(diff - X @ coef) / max(np.linalg.norm(diff), 1e-12))
 
 
+def sample_occupancy(world: CMDP, pi: np.ndarray, trajectories: int, rng: np.random.Generator, horizon: int = 0):
+    """The empirical normalised discounted occupancy (S, A) of `trajectories` rollouts of pi from nu, each truncated
+    at `horizon` steps (default: where gamma^t < 1e-3), weights (1 - gamma) gamma^t, renormalised to sum 1: the
+    expert data of the finite-sample setting."""
+    S, A = pi.shape
+    H = horizon or int(np.ceil(np.log(1e-3) / np.log(world.gamma)))
+    mu = np.zeros((S, A))
+    s = rng.choice(S, size=trajectories, p=world.nu)  # (N,)
+    cum_pi, cum_p = pi.cumsum(1), world.P.cumsum(2)
+    for t in range(H):
+        a = np.minimum((rng.random(trajectories)[:, None] > cum_pi[s]).sum(1), A - 1)  # (N,)
+        np.add.at(mu, (s, a), (1 - world.gamma) * world.gamma**t)
+        s = np.minimum((rng.random(trajectories)[:, None] > cum_p[s, a]).sum(1), S - 1)
+    return mu / mu.sum()
+
+
 def with_slip(world: CMDP, size: int, slip: float) -> CMDP:
     """The same world with another slip probability (a new transition law)."""
     new, _ = gridworld(size, slip, world.budget, world.gamma, world.tau)

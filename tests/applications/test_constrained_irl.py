@@ -63,3 +63,15 @@ def test_tiny_benchmark_reproduces_the_expert_and_the_transfer_gap():
     assert u["residual_shaping_const"] > 0.3 > 0.05 > u["residual_shaping_const_cost"]  # it absorbed -lambda c
     assert c["transfer_budget_0.05_l1"] < 0.01 < u["transfer_budget_0.05_l1"]
     assert shaped["match_l1"] < 1e-6 < 0.005 < shaped["transfer_slip_0.3_l1"]  # shaping breaks under new dynamics
+
+
+def test_sampled_occupancy_converges_and_more_expert_data_gives_a_closer_reward():
+    from ascent.applications.constrained_irl import sample_occupancy
+
+    world, r = gridworld(3)
+    mu_e, _ = world.constrained_soft_optimum(r)
+    pi_e = mu_e / mu_e.sum(1, keepdims=True)
+    err = [np.abs(sample_occupancy(world, pi_e, n, np.random.default_rng(0)) - mu_e).sum() for n in (100, 10000)]
+    assert err[1] < 0.3 * err[0] and abs(sample_occupancy(world, pi_e, 5, np.random.default_rng(1)).sum() - 1) < 1e-12
+    rows = _bench().finite_sample(3, 80, [10, 3000], seeds=1)
+    assert rows[1]["l1_to_expert"][0] < 0.5 * rows[0]["l1_to_expert"][0]
