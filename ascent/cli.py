@@ -434,6 +434,8 @@ LIST_KINDS = [
     "reward_completers",
     "preference_interfaces",
     "irl_methods",
+    "br_oracles",
+    "csro_oracles",
 ]
 
 

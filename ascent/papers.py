@@ -1109,6 +1109,28 @@ DR_RL = Paper(
     "Dynamic Rank Reinforcement Learning for Adaptive Low-Rank Multi-Head Self Attention in Large Language Models",
     "arXiv:2512.15973",
 )
+PIBR = Paper(
+    "PIBR",
+    "Lin, Zhu, Li, Li, Qiao, Poupart, Zha & Wang",
+    2025,
+    "Policy-Conditioned Policies for Multi-Agent Task Solving (programmatic iterated best response)",
+    "arXiv:2512.21024",
+)
+CSRO = Paper(
+    "CSRO",
+    "Hennes, Li, Schultz & Lanctot",
+    2026,
+    "Code-Space Response Oracles: Generating Interpretable Multi-Agent Policies with Large Language Models",
+    "arXiv:2603.10098",
+)
+PSRO = Paper(
+    "PSRO",
+    "Lanctot, Zambaldi, Gruslys, Lazaridou, Tuyls, Pérolat, Silver & Graepel",
+    2017,
+    "A Unified Game-Theoretic Approach to Multiagent Reinforcement Learning",
+    "arXiv:1711.00832",
+    note="the population, meta-game and best-response loop of CSRO (`ascent/applications/code_psro.py`)",
+)
 
 # Methods the newer pieces build on, cited in their docstrings and docs (not pieces of their own)
 FQL = Paper(

@@ -26,7 +26,14 @@ def registries() -> dict[str, Registry]:
     from ascent.agents.jitrl import AGENT_DECODERS
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
-    from ascent.applications import DRIVING_REWARDS, INVENTORY_METHODS, RANK_METHODS, ROUTER_OBJECTIVES
+    from ascent.applications import (
+        BR_ORACLES,
+        CSRO_ORACLES,
+        DRIVING_REWARDS,
+        INVENTORY_METHODS,
+        RANK_METHODS,
+        ROUTER_OBJECTIVES,
+    )
     from ascent.applications.constrained_irl import IRL_METHODS
     from ascent.applications.p2r import PREFERENCE_INTERFACES
     from ascent.applications.pamc import REWARD_COMPLETERS
@@ -85,6 +92,8 @@ def registries() -> dict[str, Registry]:
         "reward_completers": REWARD_COMPLETERS,
         "preference_interfaces": PREFERENCE_INTERFACES,
         "irl_methods": IRL_METHODS,
+        "br_oracles": BR_ORACLES,
+        "csro_oracles": CSRO_ORACLES,
     }
 
 
