@@ -1014,16 +1014,24 @@ class BranchExplorer(Explorer):
                     branches.append(Request(root.group, root.row, tokens[j, : cs[j]].tolist(), k))
         branch_ids = [prompt_ids[b.group] for b in branches]
         requests, ids = roots + branches, prompt_ids + branch_ids
-        pieces = root_pieces + sample_pieces(ctx, branches, branch_ids, generator)
+        pieces = root_pieces + self.sample_branches(branches, branch_ids, generator)
         order = sorted(range(len(requests)), key=lambda i: requests[i].group)  # stable: a root, then its branches
         sampled = sum(b.n for b in branches)
-        self.last = {
-            "branches": float(sampled),
-            "branch_point_mean": sum(b.n * len(b.prefix) for b in branches) / sampled,
-        }
+        self.last.update(
+            {
+                "branches": float(sampled),
+                "branch_point_mean": sum(b.n * len(b.prefix) for b in branches) / sampled,
+            }
+        )
         return assemble_with_prefix(
             ctx, [requests[i] for i in order], [ids[i] for i in order], [pieces[i] for i in order]
         )
+
+    def sample_branches(
+        self, branches: list[Request], branch_ids: list[list[int]], generator: torch.Generator
+    ) -> list[Piece]:
+        """The branches' samples (`sample_pieces`); subclasses may sample them from another distribution."""
+        return sample_pieces(self.ctx, branches, branch_ids, generator)
 
     def branch_points(self, prompt_ids: list[list[int]], root_pieces: list[Piece]) -> list[list[int]]:
         """Per group (prompt ids, its roots' samples), each root's forced prefix length (`branch_point`);

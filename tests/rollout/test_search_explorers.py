@@ -1,6 +1,7 @@
 """The `mcts` explorer (ascent/rollout/tree_search.py: Tree-OPO's staged groups from an online search tree) and the
 `iib` explorer (ascent/rollout/info_branch.py: IIB-LPO's entropy branching, IB filter and self-reward): the tree's
-UCT arithmetic, forced prefixes out of the loss with honest log-probs, stages recorded, exact resume."""
+UCT arithmetic, forced prefixes out of the loss with honest log-probs, stages recorded, exact resume; the latent
+branching of `iib(latent_dim=...)`: offsets, the latent sampler against a recomputed conditioned forward."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from ascent.rewards.runner import RewardResult
 from ascent.rollout import SamplingSettings, make_engine
 from ascent.rollout.collector import SingleTurnCollector
 from ascent.rollout.explorers import EXPLORERS, ExplorerContext
-from ascent.rollout.info_branch import IibParams, choice_entropies, entropy_branch_point, redundant_branches
+from ascent.rollout.info_branch import (
+    IibParams,
+    choice_entropies,
+    entropy_branch_point,
+    latent_offsets,
+    latent_sample,
+    redundant_branches,
+)
 from ascent.rollout.tree_search import MctsParams, Node, best_path, expand, select, stage_requests, uct
 
 ROWS = [{"prompt": p, "answer": a} for p, a in [("12+34=", "46"), ("7+8=", "15"), ("99+1=", "100"), ("5+5=", "10")]]
@@ -180,3 +188,75 @@ def test_iib_amend_filters_repeats_and_adds_the_ib_self_reward(tiny_policy, toke
     assert torch.equal(r2, rewards) and torch.equal(v2, valid)
     with pytest.raises(ValueError, match="reward_coef"):
         IibParams(reward_coef=-1.0)
+
+
+# IIB-LPO's latent branching (iib(latent_dim=...))
+
+
+def conditioned_logprobs(model, prompt: list[int], tokens: list[int], offset: torch.Tensor) -> torch.Tensor:
+    """log π(tokens | prompt, z) with `offset` added to every input embedding (one forward, no padding)."""
+    ids = torch.tensor([prompt + tokens])
+    with torch.no_grad():
+        x = model.get_input_embeddings()(ids) + offset
+        logits = model(inputs_embeds=x).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits.float(), -1).gather(-1, torch.tensor(tokens)[:, None])[:, 0]
+
+
+def test_latent_offsets_formula():
+    e = torch.full((6, 4), 2.0)  # RMS(E) = 2
+    z = torch.tensor([[1.0, -1.0, 0.5]])
+    proj = torch.randn((3, 4), generator=torch.Generator().manual_seed(7))
+    assert torch.allclose(latent_offsets(e, z, 0.25, 7), 0.25 * 2.0 * (z @ proj) / 3**0.5)
+    big = latent_offsets(e, torch.randn((2000, 64), generator=torch.Generator().manual_seed(0)), 0.25, 1)
+    assert float(big.pow(2).mean().sqrt()) == pytest.approx(0.5, rel=0.05)  # per-coordinate RMS = scale · RMS(E)
+    with pytest.raises(ValueError, match="latent"):
+        IibParams(latent_dim=-1)
+
+
+def test_latent_sampler_records_the_conditioned_policys_logprobs(tiny_policy, tokenizer):
+    model = tiny_policy.model
+    s = SamplingSettings(max_new_tokens=6, eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id)
+    prompts = [tokenizer.encode("12+34="), tokenizer.encode("7+8="), tokenizer.encode("99+1=")]
+    z = torch.randn((3, 4), generator=torch.Generator().manual_seed(0))
+    off = latent_offsets(model.get_input_embeddings().weight, z, 2.0, 0)
+    off[1] = 0.0  # the second row samples from the plain policy
+    tokens, logps, lengths, finished = latent_sample(
+        model, prompts, off, s, [6, 6, 3], torch.Generator().manual_seed(1)
+    )
+    assert int(lengths[2]) <= 3 and all(int(n) >= 1 for n in lengths)
+    for b in range(3):
+        n = int(lengths[b])
+        got = logps[b, :n]
+        want = conditioned_logprobs(model, prompts[b], tokens[b, :n].tolist(), off[b])
+        assert torch.allclose(got, want, atol=1e-4)
+        plain = conditioned_logprobs(model, prompts[b], tokens[b, :n].tolist(), torch.zeros_like(off[b]))
+        assert torch.allclose(got, plain, atol=1e-4) == (b == 1)  # the latent changes the policy's log-probs
+        assert bool(finished[b]) == (tokens[b, n - 1] == s.eos_id)
+
+
+def test_iib_latent_branches_each_sample_under_its_own_code(tiny_policy, tokenizer):
+    ctx = context(tiny_policy, tokenizer)
+    explorer = make("iib", ctx, "root_share=0.5,latent_dim=4,latent_scale=2.0")
+    batch = explorer.collect(Draw([0, 2]), torch.Generator().manual_seed(4))
+    offsets = explorer.last_offsets
+    assert offsets.shape[0] == 2 * (N - 2) == explorer.metrics()["explore/branches"]
+    assert explorer.metrics()["explore/latent_norm_mean"] == pytest.approx(float(offsets.norm(dim=-1).mean()))
+    assert len({tuple(o.tolist()) for o in offsets}) == len(offsets)  # one code per branch sample
+    plain = recomputed_logprobs(tiny_policy, batch)
+    k = 0
+    for g in range(2):
+        for j in range(N):
+            i = g * N + j
+            ids, mask, lp = completion(ctx, batch, i)
+            on = mask.bool()
+            if j < 2:  # roots: the plain policy's samples
+                assert torch.all(on)
+                start = len(ctx.encoder(batch.prompts[i]))
+                assert torch.allclose(lp, plain[i, start : start + len(ids)], atol=1e-4)
+                continue
+            c = int((~on).sum())  # forced prefix of the root, then the latent-conditioned continuation
+            prompt = ctx.encoder(batch.prompts[i])
+            want = conditioned_logprobs(tiny_policy.model, prompt + ids[:c], ids[c:], offsets[k])
+            assert torch.allclose(lp[c:], want, atol=1e-4) and torch.all(lp[:c] == 0)
+            k += 1
+    assert k == len(offsets)
