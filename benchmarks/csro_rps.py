@@ -2,15 +2,15 @@
 written by SmolLM2-135M-Instruct and by the scripted upper bound, against iterated best response to the latest
 policy.
 
-    python benchmarks/csro_rps.py --seeds 5 --iterations 3 [--no-lm]
+    python benchmarks/csro_rps.py --seeds 5 --iterations 3 [--no-lm] [--samples 3 --tokens 120]
 
 Per seed s: the initial population is reference program s (of 15); every arm runs --iterations PSRO iterations
 (12-round matches): `psro_scripted` (Nash meta-strategy, the reference class as the oracle: an exact best response
 within it), `ibr_scripted` (the same oracle against the latest policy only) and `psro_lm` (Nash meta-strategy,
-SmolLM2 writes 3 candidates of 120 tokens per iteration, temperature 0.7, sampling seeded by s). Exploitability: the
-most any reference program earns per round against the meta-strategy (0 = unexploitable within the class; 1 = loses
-every round). Every program runs in the bubblewrap sandbox. Prints a JSON line per seed and paired differences with
-95% t-intervals over seeds.
+SmolLM2 writes --samples candidates of --tokens tokens per iteration, temperature 0.7, sampling seeded by s).
+Exploitability: the most any reference program earns per round against the meta-strategy (0 = unexploitable within
+the class; 1 = loses every round). Every program runs in the bubblewrap sandbox. Prints a JSON line per seed and
+paired differences with 95% t-intervals over seeds.
 """
 
 from __future__ import annotations
@@ -62,9 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--no-lm", action="store_true", help="skip the SmolLM2 arm")
+    ap.add_argument("--samples", type=int, default=3, help="SmolLM2 candidates per iteration")
+    ap.add_argument("--tokens", type=int, default=120, help="SmolLM2 tokens per candidate")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    lm = None if args.no_lm else CSRO_ORACLES.get("lm")(LMOracle(LMParams(samples=3, max_new_tokens=120)))
+    lm = (
+        None
+        if args.no_lm
+        else CSRO_ORACLES.get("lm")(LMOracle(LMParams(samples=args.samples, max_new_tokens=args.tokens)))
+    )
     rows = []
     for seed in range(args.seeds):
         rows.append(run_seed(seed, args.iterations, lm))
