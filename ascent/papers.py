@@ -1309,3 +1309,18 @@ WEIGHTED_CONFORMAL = Paper(
     "arXiv:1904.06019",
     note="the weighted split-conformal quantile of `ascent/applications/pamc.py` (`conformal_sets`)",
 )
+SKIPPER = Paper(
+    "Skipper",
+    "Zhao, Alver, van Seijen, Laroche, Precup & Bengio",
+    2024,
+    "Consciousness-Inspired Spatio-Temporal Abstractions for Better Generalization in Reinforcement Learning "
+    "(ICLR 2024)",
+    "arXiv:2310.00229",
+)
+ONI = Paper(
+    "ONI",
+    "Zheng, Henaff, Zhang, Grover & Amos",
+    2024,
+    "Online Intrinsic Rewards for Decision Making Agents from Large Language Model Feedback",
+    "arXiv:2410.23022",
+)

@@ -32,6 +32,9 @@ def gymnasium():
         raise ConfigError(
             "classic runs need gymnasium: pip install 'ascent[classic]' (gymnasium with MuJoCo)"
         ) from None
+    from ascent.classic.gridworld import register
+
+    register()  # ascent's own environments (ascent/RandDistShift-v0)
     return gymnasium
 
 
@@ -63,6 +66,9 @@ class Step:
     reward_vector: Optional[np.ndarray] = None
     """(E, C) float32: reward components when the environment reports `info["reward_vector"]` (their sum is the
     raw reward; never normalised), else None."""
+    messages: Optional[list[str]] = None
+    """Each environment's `info["message"]` (the text of what happened, as a roguelike prints it) when the
+    environment reports one, else None."""
 
 
 class VecEnv:
@@ -118,10 +124,13 @@ class VecEnv:
         E = self.num_envs
         next_obs, final_obs = np.empty((E, self.obs_dim), np.float32), np.empty((E, self.obs_dim), np.float32)
         rewards, term, trunc = np.empty(E, np.float64), np.zeros(E, bool), np.zeros(E, bool)
-        vectors = None
+        vectors, messages = None, None
         for i, env in enumerate(self.envs):
             obs, rewards[i], term[i], trunc[i], info = env.step(actions[i])
             final_obs[i] = obs
+            if "message" in info:
+                messages = messages or [""] * E
+                messages[i] = str(info["message"])
             if "reward_vector" in info:
                 if vectors is None:
                     vectors = np.zeros((E, len(info["reward_vector"])), np.float32)
@@ -138,7 +147,7 @@ class VecEnv:
         self.obs = self._norm_obs(next_obs, update=True)
         final = self.obs.copy() if not done.any() else self._norm_obs(final_obs, update=False)
         scaled = rewards.astype(np.float32) if self.reward_norm is None else self.reward_norm(rewards, done)
-        return Step(self.obs, scaled, term, trunc, final, vectors)
+        return Step(self.obs, scaled, term, trunc, final, vectors, messages)
 
     def drain_episodes(self) -> list[tuple[float, int]]:
         """The (return, length) of the episodes finished since the last call."""
