@@ -84,8 +84,8 @@ def latent_sample(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Sample one continuation of each prompt from the latent-conditioned policy π(y | x, z): every input
     embedding of row b (prompt and sampled tokens) gets `offsets[b]` added before the transformer. Full forward
-    per step (no KV cache: a toy-scale sampler), temperature `s.temperature` (0: greedy), nucleus `s.top_p`, at
-    most `budgets[b]` tokens. Returns (tokens (B, L), their log-probs under π(· | x, z) at the sampling
+    per step (no KV cache: a toy-scale sampler), temperature `s.temperature` (0: greedy), `s.top_k`, nucleus
+    `s.top_p`, at most `budgets[b]` tokens. Returns (tokens (B, L), their log-probs under π(· | x, z) at the sampling
     temperature (B, L), lengths (B,) with EOS counted, finished (B,))."""
     dev = next(model.parameters()).device
     emb = model.get_input_embeddings()
@@ -115,6 +115,9 @@ def latent_sample(
             pick = logp.argmax(-1)
         else:
             probs = logp.exp()
+            if s.top_k > 0:
+                kth = probs.topk(min(s.top_k, probs.shape[-1]), dim=-1).values[:, -1:]
+                probs = probs * (probs >= kth)
             if s.top_p < 1.0:
                 sp, si = probs.sort(-1, descending=True)
                 keep = sp.cumsum(-1) - sp < s.top_p

@@ -5,6 +5,8 @@ branching of `iib(latent_dim=...)`: offsets, the latent sampler against a recomp
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -232,6 +234,9 @@ def test_latent_sampler_records_the_conditioned_policys_logprobs(tiny_policy, to
         plain = conditioned_logprobs(model, prompts[b], tokens[b, :n].tolist(), torch.zeros_like(off[b]))
         assert torch.allclose(got, plain, atol=1e-4) == (b == 1)  # the latent changes the policy's log-probs
         assert bool(finished[b]) == (tokens[b, n - 1] == s.eos_id)
+    greedy = latent_sample(model, prompts, off, replace(s, temperature=0.0), [6] * 3, torch.Generator())
+    top1 = latent_sample(model, prompts, off, replace(s, top_k=1), [6] * 3, torch.Generator().manual_seed(5))
+    assert torch.equal(greedy[0], top1[0])  # top_k = 1 keeps only the argmax
 
 
 def test_iib_latent_branches_each_sample_under_its_own_code(tiny_policy, tokenizer):
