@@ -772,8 +772,8 @@ def put_trace(ctx: ExplorerContext, batch: RolloutBatch, i: int, trace: Trace) -
             "successes at random"
         ),
         (
-            "EAPO's action-level injection from a prior policy at critical decision points is not implemented: whole "
-            "trajectories are replayed"
+            "EAPO's action-level injection from a prior policy at critical decision points is the `eapo_inject` "
+            "explorer (ascent/rollout/experience.py); `replay` replays whole trajectories"
         ),
     ),
 )
@@ -791,8 +791,9 @@ class ReplayExplorer(TraceExplorer):
     happens in `amend` (the trainer calls it right after scoring, before the prompt sampler, the group filter and
     the advantages see the round) and returns a new batch with new `rewards` / `valid` / `components` (the
     replayed sample's reward components are the ones recorded with it). EAPO-experience injects a
-    prior policy's actions at critical decision points within a rollout; that is not implemented, only
-    whole-trajectory replay. RNG seeded by (run seed, round count). Logged: `explore/replayed`, `explore/stored`.
+    prior policy's actions at critical decision points within a rollout: that is `eapo_inject`
+    (ascent/rollout/experience.py); this explorer replays whole trajectories. RNG seeded by (run seed, round
+    count). Logged: `explore/replayed`, `explore/stored`.
     """
 
     off_policy = True
