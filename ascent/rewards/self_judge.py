@@ -66,6 +66,8 @@ class SelfJudgeParams(JudgeParams):
         super().__post_init__()
         if self.model != POLICY:
             raise ValueError("the judge is the policy (model=policy); for another model use judge(model=...)")
+        if self.meta_rm:
+            raise ValueError("self_judge has no meta-RM-guided vote (meta_rm): the referee is the policy alone")
         if self.format not in ("judge", "verdict"):
             raise ValueError(f"format must be judge or verdict, got {self.format!r}")
 
@@ -101,6 +103,7 @@ class SelfJudge(GenerativeJudge):
         except (ValueError, KeyError) as err:
             raise ConfigError(f"self_judge: backend={p.backend!r}: {err}") from None
         self.generator = torch.Generator().manual_seed(p.seed)
+        self.meta_rm = None  # GenerativeJudge's meta-RM-guided vote: not for a self-judge
         self.cache = JudgementCache(0)  # the referee changes with every update: nothing is reused
         self.config_key = "self_judge"
         self.engine_calls = 0

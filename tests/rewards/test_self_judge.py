@@ -89,6 +89,8 @@ def test_another_model_is_a_config_error():
         resolve_reward("self_judge(model=smollm2)")
     with pytest.raises(ConfigError, match="min_votes"):
         resolve_reward("self_judge(k=2, min_votes=3)")
+    with pytest.raises(ConfigError, match="no meta-RM-guided vote"):
+        resolve_reward("self_judge(meta_rm=rms/meta, meta_k=1)")
 
 
 # format=verdict: URPO's referee as one sampled verdict token, trained on judging rows in the same batch
