@@ -436,6 +436,7 @@ LIST_KINDS = [
     "irl_methods",
     "br_oracles",
     "csro_oracles",
+    "subtask_learners",
 ]
 
 

@@ -1324,3 +1324,10 @@ ONI = Paper(
     "Online Intrinsic Rewards for Decision Making Agents from Large Language Model Feedback",
     "arXiv:2410.23022",
 )
+ROBUST_SUBTASK = Paper(
+    "Robust subtask learning",
+    "Jothimurugan, Hsu, Bastani & Alur",
+    2023,
+    "Robust Subtask Learning for Compositional Generalization",
+    "arXiv:2302.02984",
+)

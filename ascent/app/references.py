@@ -38,6 +38,7 @@ def registries() -> dict[str, Registry]:
     from ascent.applications.p2r import PREFERENCE_INTERFACES
     from ascent.applications.pamc import REWARD_COMPLETERS
     from ascent.classic import CLASSIC, CLASSIC_WRAPPERS
+    from ascent.classic.robust_subtask import SUBTASK_LEARNERS
     from ascent.co import CO_LOSSES, CO_POLICIES
     from ascent.co.knapsack import CO_PROBLEMS
     from ascent.co.rmab import RMAB_POLICIES
@@ -94,6 +95,7 @@ def registries() -> dict[str, Registry]:
         "irl_methods": IRL_METHODS,
         "br_oracles": BR_ORACLES,
         "csro_oracles": CSRO_ORACLES,
+        "subtask_learners": SUBTASK_LEARNERS,
     }
 
 
