@@ -1331,3 +1331,14 @@ ROBUST_SUBTASK = Paper(
     "Robust Subtask Learning for Compositional Generalization",
     "arXiv:2302.02984",
 )
+
+MLE_AGENT_RL = Paper(
+    "MLE-agent RL",
+    "Yang, He-Yueya & Liang",
+    2025,
+    "Reinforcement Learning for Machine Learning Engineering Agents",
+    "arXiv:2509.01684",
+    note="duration-aware gradient updates and environment instrumentation for partial credit; not built "
+    "(docs/agents.md, issue 41 section 3)",
+    section="related",
+)
