@@ -159,23 +159,29 @@ class Comparison:
     def threads(self) -> int:
         return max(1, (os.cpu_count() or 1) // self.plan.jobs)
 
+    def command(self, run_dir: Path, overrides: list[str]) -> list[str]:
+        """The `ascent` arguments of one run. `threads` is cpu_count / jobs unless the overrides set it: a
+        `threads=` the user wrote wins (the resumed run then keeps the one its saved config has)."""
+        own = any(o.split("=", 1)[0].strip() == "threads" for o in overrides)
+        threads = [] if own else [f"threads={self.threads()}"]
+        if (run_dir / "state.json").exists():
+            return ["train", "--resume", str(run_dir), *threads]
+        return [
+            "train",
+            self.plan.recipe,
+            *threads,
+            *overrides,
+            f"name={run_dir.name}",
+            f"output_dir={run_dir.parent}",
+            "logging.progress=false",
+            "--overwrite",
+        ]
+
     def train(self, run_dir: Path, overrides: list[str]) -> None:
         """One `ascent train` subprocess; resumes a run directory that a killed comparison left behind."""
         if (run_dir / "summary.json").exists():
             return
-        if (run_dir / "state.json").exists():
-            cmd = ["train", "--resume", str(run_dir), f"threads={self.threads()}"]
-        else:
-            cmd = [
-                "train",
-                self.plan.recipe,
-                *overrides,
-                f"name={run_dir.name}",
-                f"output_dir={run_dir.parent}",
-                f"threads={self.threads()}",
-                "logging.progress=false",
-                "--overwrite",
-            ]
+        cmd = self.command(run_dir, overrides)
         make_private_dir(run_dir, "run")  # marked as ascent's: its stdout.txt does not make it a stranger's folder
         with open(run_dir / "stdout.txt", "a") as out:
             proc = subprocess.run(

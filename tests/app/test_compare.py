@@ -203,3 +203,21 @@ def test_report_and_plots_without_the_before_evaluation(tmp_path):
     results = comp.report()
     assert [v["variant"] for v in results["variants"]] == ["base", "better", "same"]
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_threads_override_wins_over_the_jobs_share(tmp_path):
+    """`--jobs N` gives each run cpu_count / N torch threads, unless the user's overrides (or a variant's) set
+    `threads`: theirs is what runs (it used to be appended after the overrides and silently replaced them)."""
+    import os
+
+    plan = Plan("default", [], [Variant("a", ())], [0], 0, jobs=1)
+    c = Comparison(plan, tmp_path, log=lambda _: None)
+    run = tmp_path / "runs" / "a__seed0"
+    cmd = c.command(run, ["train.steps=2", "seed=0"])
+    assert cmd[:3] == ["train", "default", f"threads={max(1, os.cpu_count() or 1)}"]
+    cmd = c.command(run, ["threads=1", "seed=0"])
+    assert [a for a in cmd if a.startswith("threads=")] == ["threads=1"]
+    run.mkdir(parents=True)
+    (run / "state.json").write_text("{}")
+    assert c.command(run, ["threads=1"]) == ["train", "--resume", str(run)]
+    assert c.command(run, []) == ["train", "--resume", str(run), f"threads={max(1, os.cpu_count() or 1)}"]
