@@ -6,7 +6,8 @@ the recipe, then times `Learner.update` on it under three conditions, in rounds 
 adaptive, repeated, so that drift hits all three):
 
     quiet     no neighbour, all torch threads (the reference)
-    fixed     a neighbour: `nice -n 19` Python busy loop (one process, one core), all torch threads
+    fixed     a neighbour: a Python busy loop under `nice -n --nice` (one process, one core; default 19),
+              all torch threads
     adaptive  the same neighbour, the learner's thread governor (`ascent.trainer.threads`) on; its state carries
               over between rounds as in a run (it learns once that the neighbour is there, then probes)
 
@@ -38,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 NEIGHBOUR = "while True: pass"
 
 
-def neighbour() -> subprocess.Popen:
-    """A CPU-bound process at the lowest priority, like a second job someone started with `nice -n 19`."""
-    return subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", NEIGHBOUR])
+def neighbour(niceness: int) -> subprocess.Popen:
+    """A CPU-bound single-threaded process, like a second job started with `nice -n NICENESS`."""
+    return subprocess.Popen(["nice", "-n", str(niceness), sys.executable, "-c", NEIGHBOUR])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--recipe", default="smollm2-arith")
     p.add_argument("--prompts", type=int, default=2, help="prompts per step (x the recipe's samples per prompt)")
     p.add_argument("--rounds", type=int, default=4, help="timed updates per condition")
+    p.add_argument("--nice", type=int, default=19, help="the neighbour's niceness (0: as important as the learner)")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: one per CPU this process may use)")
     args = p.parse_args(argv)
     threads = args.threads or len(os.sched_getaffinity(0))
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict:
         for _ in range(args.rounds):
             learner.governor = None
             times["quiet"].append(update())
-            n = neighbour()
+            n = neighbour(args.nice)
             try:
                 time.sleep(0.5)
                 times["fixed"].append(update())
@@ -112,6 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
         "recipe": args.recipe,
         "rows": len(batch),
         "threads": threads,
+        "neighbour_nice": args.nice,
         "rounds": args.rounds,
         "update_s_median": {k: round(v, 3) for k, v in med.items()},
         "update_s": {k: [round(x, 3) for x in v] for k, v in times.items()},
