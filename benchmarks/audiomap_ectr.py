@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ascent.rewards.runner import resolve_reward  # noqa: E402
 from ascent.rewards.temporal import tiou  # noqa: E402
-from benchmarks.common import ci95, load, print_machine  # noqa: E402
+from benchmarks.common import load, paired_summary, print_machine  # noqa: E402
 
 SOUNDS = ["dog barking", "car passing", "rain falling", "bell ringing", "baby crying", "door slamming", "bird singing"]
 SOUNDS.append("water running")
@@ -120,16 +120,7 @@ def main() -> None:
         row = {"seed": seed, **{arm: evaluate(train(clips, arm, args.steps, seed), clips) for arm in ("tiou", "ectr")}}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    summary = {}
-    for key in ("binding", "label_recall", "tiou_any_label"):
-        diffs = [r["ectr"][key] - r["tiou"][key] for r in rows]
-        summary[key] = {
-            "tiou": round(statistics.mean(r["tiou"][key] for r in rows), 4),
-            "ectr": round(statistics.mean(r["ectr"][key] for r in rows), 4),
-            "diff_mean": round(statistics.mean(diffs), 4),
-            "diff_sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0,
-            "ci95": ci95(diffs),
-        }
+    summary = paired_summary(rows, ("binding", "label_recall", "tiou_any_label"), arm="ectr", control="tiou")
     print(json.dumps({"summary": summary, "load_at_end": load()}), flush=True)
 
 

@@ -116,3 +116,25 @@ def ci95(xs: list[float], digits: int = 4) -> list[float]:
         return [round(m, digits), round(m, digits)]
     h = T95.get(len(xs) - 1, 1.96) * statistics.stdev(xs) / len(xs) ** 0.5
     return [round(m - h, digits), round(m + h, digits)]
+
+
+def paired_summary(
+    rows: list[dict], keys: tuple[str, ...], arm: str, control: str, shown: tuple[str, ...] = ()
+) -> dict[str, dict]:
+    """Per metric `key`: the mean over `rows` of each arm in `shown` (default: control, arm), then the paired
+    difference arm - control (mean, sd, 95% t-interval). Each row holds `{arm_name: {key: value}}`.
+
+    >>> rows = [{"a": {"x": 1.0}, "b": {"x": 2.0}}, {"a": {"x": 1.0}, "b": {"x": 4.0}}]
+    >>> paired_summary(rows, ("x",), arm="b", control="a")["x"]["diff_mean"]
+    2.0
+    """
+    out = {}
+    for key in keys:
+        diffs = [r[arm][key] - r[control][key] for r in rows]
+        out[key] = {name: round(statistics.mean(r[name][key] for r in rows), 4) for name in shown or (control, arm)}
+        out[key] |= {
+            "diff_mean": round(statistics.mean(diffs), 4),
+            "diff_sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0,
+            "ci95": ci95(diffs),
+        }
+    return out

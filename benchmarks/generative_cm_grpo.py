@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ascent.generative import GENERATIVE  # noqa: E402
 from ascent.generative.cm_grpo import CMGRPOParams, target_reward  # noqa: E402
 from ascent.generative.consistency import ConsistencyModel, DistillConfig, ToyData, distill, sample  # noqa: E402
-from benchmarks.common import ci95, load, print_machine  # noqa: E402
+from benchmarks.common import load, paired_summary, print_machine  # noqa: E402
 
 TAUS = (1.0, 0.3)
 
@@ -55,17 +54,7 @@ def run_seed(seed: int, steps: int, distill_steps: int, kl_coef: float) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
-    out = {}
-    for key in ("reward", "target_share", "dist_to_data"):
-        diffs = [r["cm_grpo"][key] - r["untuned"][key] for r in rows]
-        out[key] = {
-            "untuned": round(statistics.mean(r["untuned"][key] for r in rows), 4),
-            "cm_grpo": round(statistics.mean(r["cm_grpo"][key] for r in rows), 4),
-            "diff_mean": round(statistics.mean(diffs), 4),
-            "diff_sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0,
-            "ci95": ci95(diffs),
-        }
-    return out
+    return paired_summary(rows, ("reward", "target_share", "dist_to_data"), arm="cm_grpo", control="untuned")
 
 
 def main() -> None:

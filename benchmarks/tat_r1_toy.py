@@ -33,7 +33,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ascent.rewards.runner import resolve_reward  # noqa: E402
-from benchmarks.common import ci95, load, print_machine  # noqa: E402
+from benchmarks.common import load, paired_summary, print_machine  # noqa: E402
 
 COMMON, TERMS, DISTRACTORS = 20, 20, 3
 
@@ -139,18 +139,8 @@ def run_seed(seed: int, steps: int, lr: float) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
-    out = {}
-    for key in ("term_acc", "common_acc", "f1"):
-        diffs = [r["f1+term"][key] - r["f1"][key] for r in rows]
-        out[key] = {
-            "init": round(statistics.mean(r["init"][key] for r in rows), 4),
-            "f1": round(statistics.mean(r["f1"][key] for r in rows), 4),
-            "f1+term": round(statistics.mean(r["f1+term"][key] for r in rows), 4),
-            "diff_mean": round(statistics.mean(diffs), 4),
-            "diff_sd": round(statistics.stdev(diffs), 4) if len(diffs) > 1 else 0.0,
-            "ci95": ci95(diffs),
-        }
-    return out
+    keys = ("term_acc", "common_acc", "f1")
+    return paired_summary(rows, keys, arm="f1+term", control="f1", shown=("init", "f1", "f1+term"))
 
 
 def main() -> None:
