@@ -1331,6 +1331,27 @@ ROBUST_SUBTASK = Paper(
     "Robust Subtask Learning for Compositional Generalization",
     "arXiv:2302.02984",
 )
+COREP = Paper(
+    "COREP",
+    "Zhang, Li, Yang & Lu",
+    2024,
+    "Tackling Non-Stationarity in Reinforcement Learning via Causal-Origin Representation (ICML 2024)",
+    "arXiv:2306.02747",
+)
+GAT = Paper(
+    "GAT",
+    "Veličković, Cucurull, Casanova, Romero, Liò & Bengio",
+    2018,
+    "Graph Attention Networks (ICLR 2018)",
+    "arXiv:1710.10903",
+)
+VARIBAD = Paper(
+    "VariBAD",
+    "Zintgraf, Shiarlis, Igl, Schulze, Gal, Hofmann & Whiteson",
+    2020,
+    "VariBAD: A Very Good Method for Bayes-Adaptive Deep RL via Meta-Learning (ICLR 2020)",
+    "arXiv:1910.08348",
+)
 
 MLE_AGENT_RL = Paper(
     "MLE-agent RL",

@@ -4,11 +4,13 @@ from ascent.classic import (  # noqa: F401  (they register classic algorithms an
     carl,
     latency,
     md3qn,
+    nonstationary,
     retrieval,
     reward_channels,
     seek,
 )
 from ascent.classic.base import CLASSIC, Algorithm, ClassicContext
+from ascent.classic.corep import COREPParams, corep  # noqa: F401
 from ascent.classic.dqn import DQNParams, dqn
 from ascent.classic.gorl import GoRLParams, gorl  # noqa: F401
 from ascent.classic.mrq import MRQParams, mrq  # noqa: F401
