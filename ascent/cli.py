@@ -407,6 +407,7 @@ LIST_KINDS = [
     "explorers",
     "agent_decoders",
     "drafters",
+    "speculation_k",
     "rewards",
     "recipes",
     "tasks",

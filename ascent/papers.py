@@ -517,6 +517,23 @@ SDRL = Paper(
     "not found (SDRL: Strategy-Diverse Reinforcement Learning, LLMs as optimisation meta-solvers)",
     "not found",
 )
+DSP = Paper(
+    "DSP",
+    "Guan et al.",
+    2025,
+    "Dynamic Speculative Agent Planning (ICLR 2026)",
+    "arXiv:2509.01920",
+    note="`ascent/agents/speculative_planning.py`, `benchmarks/agent_dsp.py`",
+    section="systems",
+)
+ISP = Paper(
+    "ISP",
+    "Hua et al.",
+    2024,
+    "Interactive Speculative Planning: Enhance Agent Efficiency through Co-design of System and User Interface",
+    "arXiv:2410.00079",
+    section="systems",
+)
 SEER = Paper(
     "Seer",
     "Qin et al.",

@@ -24,6 +24,7 @@ def registries() -> dict[str, Registry]:
     """`ascent list` kind -> registry, for every kind of piece."""
     import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
     from ascent.agents.jitrl import AGENT_DECODERS
+    from ascent.agents.speculative_planning import SPECULATION_K
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
     from ascent.algorithms.preference import PREFERENCE_LOSSES
     from ascent.applications import (
@@ -67,6 +68,7 @@ def registries() -> dict[str, Registry]:
         "explorers": EXPLORERS,
         "agent_decoders": AGENT_DECODERS,
         "drafters": DRAFTERS,
+        "speculation_k": SPECULATION_K,
         "rewards": REWARDS,
         "constraints": CONSTRAINTS,
         "tasks": TASKS,

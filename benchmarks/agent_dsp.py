@@ -1,0 +1,176 @@
+"""Dynamic Speculative Planning (Guan et al. 2025, arXiv:2509.01920) on the search world: latency, cost and accuracy
+of no speculation (k=0), fixed k and DSP's learned k, with the same frozen policy.
+
+One warm start (the `search-agent` recipe's, `train.steps=0`), frozen, is the target agent; the draft planner is
+the scripted `OracleAgent` (by default the clean one: it searches each hop, opens its document, answers). Per seed,
+every arm plays the same held-out questions (a seeded sample), one episode at a time; the DSP chooser starts empty
+for each seed and learns online over the seed's episodes. Arms run in a rotated order per seed.
+
+    ascent train search-agent name=dsp-ws train.steps=0 control.enabled=false
+    python benchmarks/agent_dsp.py --warmstart runs/dsp-ws/warmstart --seeds 5
+
+Prints one JSON line per seed and arm (per-episode means), then a summary: per arm and metric the mean over seeds
+with its 95% t-interval, and the paired differences against k=0 and against the fastest fixed k.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import ci95, load, paired_summary, print_machine  # noqa: E402
+
+METRICS = (
+    "seconds",
+    "policy_calls",
+    "policy_tokens",
+    "cost",
+    "wasted_policy_tokens",
+    "wasted_share",
+    "draft_tokens",
+    "env_steps",
+    "accuracy",
+    "mean_k",
+    "accepted_per_round",
+    "same_as_k0",
+)
+
+
+def oracle_draft(task, p_guess: float, p_redundant: float, seed: int):
+    """The scripted draft planner for one episode: `OracleAgent`; a context it cannot follow (the policy searched
+    something the oracle would not have) gets the reply `<answer>unknown</answer>` (a draft the policy will reject
+    unless it agrees)."""
+    from ascent.envs.search_world import OracleAgent
+
+    oracle = OracleAgent(task.world, [task.question], p_guess, p_redundant, seed=seed)
+
+    def respond(context: str) -> str:
+        try:
+            return oracle(context)
+        except (StopIteration, ValueError, KeyError):
+            return "<answer>unknown</answer>"
+
+    return respond
+
+
+def episode_row(traj, st, price: float, reference) -> dict:
+    from ascent.agents.speculative_planning import summarize
+
+    s = summarize([st])
+    cost = s["policy_tokens"] + price * s["draft_tokens"]
+    wasted = s["wasted_policy_tokens"] + price * s["wasted_draft_tokens"]
+    rounds = sum(1 for k in st.ks if k > 0)
+    return {
+        **{k: s[k] for k in ("seconds", "policy_calls", "policy_tokens", "wasted_policy_tokens", "draft_tokens")},
+        **{"env_steps": s["env_steps"], "mean_k": s["mean_k"]},
+        "cost": cost,
+        "wasted_share": wasted / cost if cost else 0.0,
+        "accuracy": float(traj.reward),
+        "accepted_per_round": st.accepted_turns / rounds if rounds else 0.0,
+        "same_as_k0": float(reference is None or reference == traj.ids),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--warmstart", required=True, help="the warm-start weights folder (a run's warmstart/)")
+    ap.add_argument("--recipe", default="search-agent")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--episodes", type=int, default=40, help="held-out questions per seed")
+    ap.add_argument("--arms", default="0,1,2,4,dsp", help="fixed k values and/or dsp, comma-separated")
+    ap.add_argument("--dsp", default="dsp", help="the DSP chooser's spec, e.g. dsp(tau=0.7,k_max=4)")
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless = token-identical)")
+    ap.add_argument("--draft-guess", type=float, default=0.0, help="the draft oracle's p_guess")
+    ap.add_argument("--draft-redundant", type=float, default=0.0, help="the draft oracle's p_redundant")
+    ap.add_argument("--draft-price", type=float, default=0.0, help="cost of a draft token in policy tokens")
+    ap.add_argument("--json", default="", help="write rows and summary here too")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+
+    from dataclasses import replace
+
+    from ascent.agents.speculative_planning import SPECULATION_K, SpeculativePlanner
+    from ascent.app.pipeline import agent_loop, new_policy
+    from ascent.config.loader import load_config
+    from ascent.rollout import make_engine
+    from ascent.tasks.base import load_task
+    from ascent.trainer.checkpoint import load_weights
+
+    print_machine()
+    cfg = load_config(args.recipe, ["threads=1"])
+    task = load_task(cfg.data, cfg.seed)
+    policy = new_policy(cfg, task)
+    load_weights(policy.model, Path(args.warmstart))
+    policy.model.eval()
+    engine = make_engine(cfg.rollout, precision="model")
+    loop = replace(agent_loop(cfg), temperature=args.temperature)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    specs = {a: (args.dsp if a == "dsp" else f"fixed(k={int(a)})") for a in arms}
+    per_seed: list[dict[str, dict]] = []
+    for seed in range(args.seeds):
+        order = list(range(len(task.eval)))
+        random.Random(seed).shuffle(order)
+        tasks = [task.agent.env_task(task.eval[i]) for i in order[: args.episodes]]
+        rot = seed % len(arms)
+        played: dict[str, list] = {}
+        for arm in arms[rot:] + arms[:rot]:
+            chooser = SPECULATION_K.resolve(specs[arm], key="--arms")()
+            planner = SpeculativePlanner(engine, policy, None, chooser, task.agent.make_env, loop)
+            played[arm] = []
+            for i, t in enumerate(tasks):
+                planner.draft = oracle_draft(t, args.draft_guess, args.draft_redundant, seed=1000 * seed + i)
+                played[arm].append(planner.run(t, torch.Generator().manual_seed(10_000 * seed + i)))
+        greedy_k0 = "0" in arms and args.temperature == 0
+        results: dict[str, dict] = {}
+        for arm in arms:
+            recs = [
+                episode_row(traj, st, args.draft_price, played["0"][i][0].ids if greedy_k0 and arm != "0" else None)
+                for i, (traj, st) in enumerate(played[arm])
+            ]
+            rec = {k: round(statistics.mean(r[k] for r in recs), 4) for k in METRICS}
+            results[arm] = rec | {"seed": seed, "arm": arm, "load": load()}
+            print(json.dumps(results[arm]), flush=True)
+        per_seed.append(results)
+    summary = summarize_arms(per_seed, arms, args)
+    print(json.dumps(summary))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": per_seed, "summary": summary}, indent=1))
+
+
+def summarize_arms(per_seed: list[dict[str, dict]], arms: list[str], args) -> dict:
+    out: dict = {
+        "seeds": len(per_seed),
+        "episodes_per_seed": args.episodes,
+        "temperature": args.temperature,
+        "dsp": args.dsp,
+        "draft": {"p_guess": args.draft_guess, "p_redundant": args.draft_redundant, "price": args.draft_price},
+        "arms": {},
+    }
+    for arm in arms:
+        out["arms"][arm] = {
+            k: {
+                "mean": round(statistics.mean(r[arm][k] for r in per_seed), 4),
+                "ci95": ci95([r[arm][k] for r in per_seed]),
+            }
+            for k in METRICS
+        }
+    keys = ("seconds", "policy_calls", "cost", "wasted_policy_tokens", "accuracy")
+    fixed = [a for a in arms if a != "dsp" and a != "0"]
+    if "0" in arms:
+        out["vs_k0"] = {a: paired_summary(per_seed, keys, arm=a, control="0") for a in arms if a != "0"}
+    if "dsp" in arms and fixed:
+        fastest = max(fixed, key=int)
+        out[f"dsp_vs_k{fastest}"] = paired_summary(per_seed, keys, arm="dsp", control=fastest)
+    return out
+
+
+if __name__ == "__main__":
+    main()
