@@ -7,7 +7,8 @@ Pipeline (every stage cached under `--work`, so a second run costs only the trai
 2. the dataset: `ascent collect EXPERT_RUN --policy run-checkpoint --level medium --steps N` (D4RL's "medium": the
    checkpoint nearest a third of the expert's normalised score, its stochastic policy); Minari format;
 3. per seed, one run per side in its own process, sides alternating A B B A over seeds (the load of a shared
-   machine falls on both):
+   machine falls on both); with `--jobs 2` two runs at a time, each pinned to a core of its own and started in
+   that order (so each run shares the machine with one other run, of either side):
    ascent  `ascent train ... classic.dataset=DATA classic.algorithm=ALGO(hidden=H) classic.total_steps=STEPS`
    d3rlpy  `benchmarks/d3rlpy_offline_run.py` (d3rlpy 2.8.1 from .venv-d3rlpy-site, `bash benchmarks/d3rlpy_env.sh`)
    Both: Adam 3e-4, batch 256, gamma 0.99, tau 0.005, ReLU MLPs of `--hidden`, standardised observations, and
@@ -31,8 +32,11 @@ import argparse
 import json
 import os
 import platform
+import queue
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +70,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--d3rlpy-site", default=str(ROOT / ".venv-d3rlpy-site"), help="where d3rlpy is installed")
     p.add_argument("--sides", default="ascent,d3rlpy")
     p.add_argument("--json", default="", help="also write the JSON result here")
+    p.add_argument(
+        "--jobs", type=int, default=1,
+        help="training runs at once, each pinned to a core of its own (one torch thread each); 2 on a 2-core "
+        "machine halves the wall time, and every run then shares the machine with one other run",
+    )  # fmt: skip
     args = p.parse_args(argv)
     args.sides = [s for s in args.sides.split(",") if s]
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    if not 1 <= args.jobs <= len(cores):
+        p.error(f"--jobs must be between 1 and the {len(cores)} cores this process may use, got {args.jobs}")
+    args.cores = cores
     return args
 
 
@@ -90,9 +103,13 @@ def child_env(extra_path: str = "") -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], logfile: Path, extra_path: str = "") -> str:
+def run(cmd: list[str], logfile: Path, extra_path: str = "", core: int | None = None) -> str:
     with open(logfile, "w") as fh:
-        out = subprocess.run(cmd, cwd=ROOT, env=child_env(extra_path), stdout=subprocess.PIPE, stderr=fh, text=True)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=child_env(extra_path), stdout=subprocess.PIPE, stderr=fh, text=True)
+        if core is not None:  # pinned before the child has imported torch (its threads inherit the mask)
+            os.sched_setaffinity(proc.pid, {core})
+        stdout, _ = proc.communicate()
+    out = subprocess.CompletedProcess(cmd, proc.returncode, stdout)
     if out.returncode != 0:
         raise SystemExit(f"failed ({out.returncode}): {' '.join(cmd)}; see {logfile}")
     return out.stdout
@@ -129,7 +146,9 @@ def dataset(args: argparse.Namespace, work: Path, run_dir: Path) -> dict[str, An
     return json.loads(run(cmd, work / f"collect-{args.dataset}.log"))
 
 
-def run_ascent(args: argparse.Namespace, data: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
+def run_ascent(
+    args: argparse.Namespace, data: dict[str, Any], seed: int, work: Path, core: int | None = None
+) -> dict[str, Any]:
     name = f"{args.dataset}-{args.algo}-{args.steps}-h{args.hidden.replace(',', 'x')}-s{seed}"
     cmd = ascent_cmd() + [
         "train", "halfcheetah-sac", f"name={name}", f"output_dir={work / 'offline'}", f"seed={seed}",
@@ -137,19 +156,21 @@ def run_ascent(args: argparse.Namespace, data: dict[str, Any], seed: int, work: 
         f"classic.algorithm={args.algo}(hidden=[{args.hidden}])", f"classic.eval_episodes={args.eval_episodes}",
         f"classic.log_every={max(1, args.steps // 10)}", "logging.progress=false", "threads=1", "--overwrite",
     ]  # fmt: skip
-    run(cmd, work / f"{name}.log")
+    run(cmd, work / f"{name}.log", core=core)
     s = json.loads((work / "offline" / name / "summary.json").read_text())
     return {k: s[k] for k in ("final_returns", "train_seconds", "train_cpu_seconds")}
 
 
-def run_d3rlpy(args: argparse.Namespace, data: dict[str, Any], seed: int, work: Path) -> dict[str, Any]:
+def run_d3rlpy(
+    args: argparse.Namespace, data: dict[str, Any], seed: int, work: Path, core: int | None = None
+) -> dict[str, Any]:
     cmd = [
         sys.executable, str(ROOT / "benchmarks" / "d3rlpy_offline_run.py"), "--algo", args.algo,
         "--dataset", data["path"], "--env", data["env"], "--steps", str(args.steps), "--seed", str(seed),
         "--hidden", args.hidden, "--eval-episodes", str(args.eval_episodes),
     ]  # fmt: skip
     name = f"{args.dataset}-{args.algo}-{args.steps}-d3rlpy-s{seed}"
-    out = run(cmd, work / f"{name}.log", extra_path=args.d3rlpy_site)
+    out = run(cmd, work / f"{name}.log", extra_path=args.d3rlpy_site, core=core)
     return json.loads([line for line in out.splitlines() if line.startswith("{")][-1])
 
 
@@ -173,6 +194,7 @@ def side_summary(runs: list[dict[str, Any]], data: dict[str, Any]) -> dict[str, 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    t0 = time.perf_counter()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     if "d3rlpy" in args.sides and not Path(args.d3rlpy_site, "d3rlpy").is_dir():
@@ -183,16 +205,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{data['checkpoint_return']:.1f}, score {data.get('checkpoint_score')}; random {data['ref_min_score']:.1f}, "
         f"expert {data['ref_max_score']:.1f})"
     )
-    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in args.sides}
+    jobs: list[tuple[str, int]] = []
     for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
         order = args.sides if i % 2 == 0 else args.sides[::-1]  # A B, B A, A B: ABBA over seeds
-        for side in order:
+        jobs += [(side, seed) for side in order]
+    free: queue.Queue[int | None] = queue.Queue()
+    for core in args.cores[: args.jobs] if args.jobs > 1 else [None]:
+        free.put(core)
+
+    def one(side: str, seed: int) -> dict[str, Any]:
+        core = free.get()  # with --jobs 1 no pinning: the run may use any core, as before
+        try:
             before = [round(x, 2) for x in os.getloadavg()]
-            r = (run_ascent if side == "ascent" else run_d3rlpy)(args, data, seed, work)
-            r |= {"seed": seed, "load_before": before, "load_after": [round(x, 2) for x in os.getloadavg()]}
-            runs[side].append(r)
-            log(f"{side:7s} seed {seed}: return {np.mean(r['final_returns']):9.1f}  train {r['train_seconds']:7.1f}s "
-                f"wall, {r['train_cpu_seconds']:7.1f}s CPU  load {r['load_before']} -> {r['load_after']}")  # fmt: skip
+            r = (run_ascent if side == "ascent" else run_d3rlpy)(args, data, seed, work, core)
+            r |= {
+                "seed": seed,
+                "core": core,
+                "load_before": before,
+                "load_after": [round(x, 2) for x in os.getloadavg()],
+            }
+        finally:
+            free.put(core)
+        ret, wall, cpu = np.mean(r["final_returns"]), r["train_seconds"], r["train_cpu_seconds"]
+        log(f"{side:7s} seed {seed}: return {ret:9.1f}  train {wall:7.1f}s wall, {cpu:7.1f}s CPU  core {core}  "
+            f"load {r['load_before']} -> {r['load_after']}")  # fmt: skip
+        return r
+
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = [(side, pool.submit(one, side, seed)) for side, seed in jobs]
+    runs: dict[str, list[dict[str, Any]]] = {side: [] for side in args.sides}
+    for side, fut in done:
+        runs[side].append(fut.result())
     sides = {side: side_summary(rs, data) for side, rs in runs.items()}
     result: dict[str, Any] = {
         "algo": args.algo,
@@ -206,6 +249,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "seeds": args.seeds,
         "first_seed": args.first_seed,
         "eval_episodes": args.eval_episodes,
+        "jobs": args.jobs,
+        "wall_seconds": round(time.perf_counter() - t0, 1),
         "machine": machine(),
         **{side: s for side, s in sides.items()},
         "runs": runs,

@@ -4,6 +4,7 @@ numbers are measured by hand; here only the fields and the invariants that do no
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,19 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
     assert a["score_ci95"][0] <= a["score"] <= a["score_ci95"][1]
     assert (tmp_path / "runs" / "pendulum-expert" / "summary.json").exists()  # cached for the next run
     assert len(list((tmp_path / "runs" / "pendulum-expert" / "checkpoints").glob("step_*"))) == 10
+    # --jobs 2: the two seeds train at once, each pinned to a core of its own, with the same results
+    if len(os.sched_getaffinity(0)) >= 2:
+        again = run_script(
+            "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium", "--seeds", "2",
+            "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden",
+            "16", "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path), "--jobs", "2",
+        )[-1]  # fmt: skip
+        assert again["jobs"] == 2 and again["ascent"]["scores"] == a["scores"]
+        cores = [run["core"] for run in again["runs"]["ascent"]]
+        assert len(set(cores)) == 2 and set(cores) <= os.sched_getaffinity(0)
+    too_many = subprocess.run(
+        [sys.executable, "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium",
+         "--jobs", str(len(os.sched_getaffinity(0)) + 1)],
+        capture_output=True, text=True, cwd=ROOT,
+    )  # fmt: skip
+    assert too_many.returncode == 2 and "--jobs must be between 1 and" in too_many.stderr
