@@ -3,8 +3,10 @@
 from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewards
     agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, meta_tags, round_discount
     alignment,  # noqa: F401,E402 - term_align (TAT-R1 term-alignment rewards, IBM Model 1 aligner)
+    constraint_rm,  # noqa: F401,E402 - constraint_rm (label-free constraint-wise classifier reward)
     constraints,
     evidence,  # noqa: F401,E402 - evidence_rm (group-relative evidence reward)
+    firm,  # noqa: F401,E402 - edit_critic (FIRM's execution / consistency critics for base_and_bonus)
     games,  # noqa: F401,E402 - game_won, game_score
     grounding,  # noqa: F401,E402 - source_similarity (reference-free grounding in the source)
     gui_point,  # noqa: F401,E402 - gui_point (SE-GUI / GUI-G² dense click rewards)

@@ -4,7 +4,8 @@ Ren et al., 2025, arXiv:2510.14420, "Instructions are all you need").
 A row carries a `constraints` field: a list of dicts such as `{"type": "max_words", "value": 20}` (a JSON string
 of that list is accepted too). Each dict is one atomic constraint, checked by the checker registered for its
 type in CONSTRAINTS; the reward aggregates the per-constraint verdicts (share satisfied by default). The paper
-learns a constraint-wise classifier; here every constraint is checked by a rule instead.
+learns a constraint-wise classifier from pseudo-labels: that is `reward:constraint_rm` (constraint_rm.py); here
+every constraint is checked by a rule instead.
 
 Checkers (`text` is the completion with surrounding whitespace stripped; string comparisons ignore case unless
 the dict says `"case_sensitive": true`):
@@ -169,8 +170,8 @@ def _as_list(row_constraints: Any) -> Optional[list]:
     fidelity="reduced",
     departures=(
         (
-            "rule-checkable constraints only: the constraint-wise classifier reward model trained on pseudo-labels is "
-            "not implemented"
+            "rule-checkable constraints checked by rules; the paper's constraint-wise classifier reward model trained "
+            "on pseudo-labels is reward:constraint_rm"
         ),
     ),
 )

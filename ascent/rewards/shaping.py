@@ -500,7 +500,10 @@ def gated_diversity(
     "base_and_bonus",
     paper=papers.FIRM,
     fidelity="faithful",
-    departures=("base and bonus are any two rewards; FIRM's trained critic models are not included",),
+    departures=(
+        "base and bonus are any two rewards; FIRM's critics exist only at toy scale (reward:edit_critic, word-level "
+        "text edits); no image task",
+    ),
 )
 def base_and_bonus(
     prompts: list[str],

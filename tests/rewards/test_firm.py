@@ -1,0 +1,90 @@
+"""FIRM's edit critics (ascent/rewards/firm.py) and their Base-and-Bonus combination (CME): the encoding, learning a
+criterion from scored edits, the saved folder, the registered reward and CME's values against the plain sum."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from ascent.rewards import firm
+from ascent.rewards.runner import resolve_reward
+from ascent.rewards.shaping import base_and_bonus
+from ascent.typed import ConfigError
+
+VOCAB = ["river", "stone", "light", "cloud", "green", "quiet"]
+
+
+def _edits(rng: random.Random, n: int):
+    """(source, instruction, output, execution, consistency) of edits of varied quality, scored exactly."""
+    rows = []
+    for _ in range(n):
+        a, b = rng.sample(VOCAB, 2)
+        src = [rng.choice([w for w in VOCAB if w != a]) for _ in range(4)]
+        for i in rng.sample(range(4), rng.randint(1, 2)):
+            src[i] = a
+        pe, pc = rng.random(), rng.random()
+        out = [
+            (b if rng.random() < pe else w) if w == a else (w if rng.random() < pc else rng.choice(VOCAB)) for w in src
+        ]
+        tgt = [i for i, w in enumerate(src) if w == a]
+        rest = [i for i, w in enumerate(src) if w != a]
+        ex = sum(out[i] == b for i in tgt) / len(tgt)
+        co = sum(out[i] == src[i] for i in rest) / len(rest)
+        rows.append((" ".join(src), f"replace {a} with {b}", " ".join(out), ex, co))
+    return rows
+
+
+def test_encode_pads_cuts_and_maps_unknown_words():
+    critic = firm.EditCritic(VOCAB, max_instruction=3, max_len=3)
+    ids = critic.encode(["River stone"], ["replace river with stone"], ["stone stone light cloud"])
+    unk, river, stone, light = 1, critic.index["river"], critic.index["stone"], critic.index["light"]
+    assert ids.tolist() == [[river, stone, 0, stone, stone, light, unk, river, unk]]
+
+
+def test_critic_learns_execution_from_scored_edits():
+    rows = _edits(random.Random(0), 800)
+    critic = firm.EditCritic(VOCAB, max_instruction=4, max_len=4, hidden=32)
+    firm.fit_critic(critic, *[[r[k] for r in rows] for k in range(3)], [r[3] for r in rows], epochs=300)
+    test = _edits(random.Random(1), 300)
+    pred = critic.score(*[[r[k] for r in test] for k in range(3)])
+    mae = sum(abs(p - r[3]) for p, r in zip(pred, test)) / len(test)
+    mean = sum(r[3] for r in test) / len(test)
+    base = sum(abs(mean - r[3]) for r in test) / len(test)
+    assert mae < 0.5 * base  # well below predicting the mean
+    right = critic.score(["river stone"], ["replace river with light"], ["light stone"])[0]
+    wrong = critic.score(["river stone"], ["replace river with light"], ["river stone"])[0]
+    assert right > 0.7 and wrong < 0.3
+
+
+def test_saved_critic_scores_through_the_registered_reward_and_cme(tmp_path):
+    torch.manual_seed(0)
+    ex, co = firm.EditCritic(VOCAB, 4, 4, 8), firm.EditCritic(VOCAB, 4, 4, 8)
+    pe = firm.save_critic(ex, tmp_path / "ex", "execution")
+    pc = firm.save_critic(co, tmp_path / "co", "consistency")
+    rex, rco = resolve_reward(f"edit_critic(path={str(pe)!r})"), resolve_reward(f"edit_critic(path={str(pc)!r})")
+    fields = {"source": ["river stone", None], "instruction": ["replace river with light", "x"]}
+    got = rex(["", ""], ["light stone", "y"], **fields)
+    assert got[0] == pytest.approx(ex.score(["river stone"], ["replace river with light"], ["light stone"])[0])
+    assert got[1] is None  # no source: no score
+    e, c = got[0], rco([""], ["light stone"], **{k: v[:1] for k, v in fields.items()})[0]
+    cme = base_and_bonus([""], ["light stone"], base=rex, bonus=rco, alpha=0.5, **{k: v[:1] for k, v in fields.items()})
+    assert cme[0] == pytest.approx(e * (0.5 + 0.5 * c), abs=1e-6)
+
+
+def test_cme_orders_a_damaging_edit_below_a_clean_one_where_the_sum_ties():
+    # execution 1 with consistency 0 and execution 0 with consistency 1 tie under the sum (1 = 1);
+    # CME (alpha 0.5) gives the failed edit 0 whatever its consistency, the damaging one 0.5, the clean one 1
+    e, c = [1.0, 0.0, 1.0], [0.0, 1.0, 1.0]
+    cme = base_and_bonus([""] * 3, ["a", "b", "c"], base=lambda p, o, **_: e, bonus=lambda p, o, **_: c, alpha=0.5)
+    assert cme == [0.5, 0.0, 1.0]
+    assert [x + y for x, y in zip(e, c)] == [1.0, 1.0, 2.0]
+
+
+def test_bad_critic_folder_is_a_one_line_error(tmp_path):
+    with pytest.raises(ConfigError, match="is not an edit critic"):
+        firm.EditCriticReward(str(tmp_path))
+    (tmp_path / firm.META_FILE).write_text('{"format": "other"}')
+    with pytest.raises(ConfigError, match="not an ascent-edit-critic v1 manifest"):
+        firm.load_critic(tmp_path)
