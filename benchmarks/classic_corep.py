@@ -2,7 +2,8 @@
 CartPole-v1 under the `drifting` wrapper (pole length and motor force each drifting over +-60% of their defaults on
 a sinusoid, out of step, the context changing every 4 episodes; the agent is not told). Arms: PPO, COREP, and
 COREP without the guided update (`guided=false`: both GATs always learn), all with the `cartpole-ppo` recipe's
-PPO settings; seeds run in ABBA order so that the machine's load falls on every arm.
+PPO settings; seeds run in ABBA order so that the machine's load falls on every arm. `--stationary` runs the same
+arms on plain CartPole-v1, the control that tells a gain from the drift apart from a gain everywhere.
 
 Measures per run: `online_return`, the mean undiscounted return of the training episodes in the last quarter of
 the run (the return under the drift while learning, what the paper plots), and `final_return`, the deterministic
@@ -46,13 +47,19 @@ def online_return(run_dir: Path, steps: int, share: float = 0.25) -> float:
     return total / weight if weight else float("nan")
 
 
-def run(arm: str, steps: int, seed: int, out: Path) -> dict:
+def run(arm: str, steps: int, seed: int, out: Path, stationary: bool = False) -> dict:
     from ascent.app.pipeline import train
     from ascent.config import load_config
 
     algo = {"ppo": spec("ppo", {}), "corep": spec("corep", {}), "corep_unguided": spec("corep", {"guided": False})}
     overrides = ["classic.env=CartPole-v1", f"classic.total_steps={steps}", f"seed={seed}", "logging.progress=false"]
-    overrides += [algo[arm], DRIFT, f"output_dir={out}", f"name={arm}-s{seed}", "classic.eval_episodes=10"]
+    overrides += [
+        algo[arm],
+        "classic.wrappers=[]" if stationary else DRIFT,
+        f"output_dir={out}",
+        f"name={arm}-s{seed}",
+        "classic.eval_episodes=10",
+    ]
     overrides += ["classic.log_every=1024"]
     s = train(load_config("cartpole-ppo", overrides))
     return {
@@ -90,6 +97,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--arms", default="ppo,corep,corep_unguided")
+    ap.add_argument("--stationary", action="store_true", help="the control: plain CartPole-v1, no drift")
     ap.add_argument("--work", default="")
     args = ap.parse_args()
     import torch
@@ -97,12 +105,13 @@ def main() -> None:
     torch.set_num_threads(1)
     out = Path(args.work or tempfile.mkdtemp(prefix="corep-"))
     cpu = next((x.split(":")[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
-    print(json.dumps({"cpu": cpu, "cores": os.cpu_count(), "steps": args.steps, "work": str(out)}), flush=True)
+    head = {"cpu": cpu, "cores": os.cpu_count(), "steps": args.steps, "stationary": args.stationary, "work": str(out)}
+    print(json.dumps(head), flush=True)
     arms = args.arms.split(",")
     rows = []
     for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
         for arm in arms if i % 2 == 0 else arms[::-1]:
-            rows.append(run(arm, args.steps, seed, out))
+            rows.append(run(arm, args.steps, seed, out, args.stationary))
             print(json.dumps(rows[-1]), flush=True)
     print(json.dumps({"summary": summarise(rows, arms), "load_end": round(os.getloadavg()[0], 1)}), flush=True)
 
