@@ -1376,7 +1376,13 @@ MLE_AGENT_RL = Paper(
     2025,
     "Reinforcement Learning for Machine Learning Engineering Agents",
     "arXiv:2509.01684",
-    note="duration-aware gradient updates and environment instrumentation for partial credit; not built "
-    "(docs/agents.md, issue 41 section 3)",
-    section="related",
+    note="duration-aware gradient updates (`duration_aware`) and instrumented partial credit (`experiment_world`)",
+)
+COMPLEMENTARY_RL = Paper(
+    "Complementary RL",
+    "Muhtar, Liu, Gao, Wang, Xiong, Huang, Yang, Su, Wang, Pan & Zheng",
+    2026,
+    "Complementary Reinforcement Learning",
+    "arXiv:2603.17621",
+    note="an experience extractor co-trained with the actor, rewarded by the actor's success with vs without it",
 )

@@ -9,7 +9,9 @@ turns of any trajectory in the batch, at least 1):
 - `turn_kind` (N, M) long: 1 = exploratory action (a tool call), 0 = task action (final answer,
   environment action), -1 = no turn;
 - `turn_prefix` (N, M) long: a 63-bit hash of the trajectory's ids up to the end of turn t (its sampled
-  tokens), so equal values mean identical histories; -1 = no turn.
+  tokens), so equal values mean identical histories; -1 = no turn;
+- `durations` (N,) float32: the seconds the episode's actions took, the sum of the environment's
+  `info["duration"]` over its steps (0 where it reports none; `duration_aware` weights by it).
 
 Reward functions receive each row's fields (minus `prompt`) plus the packed `agent_*` fields
 (`ascent.agents.trajectory.pack_trajectories`), and `agent_answer_probs` with igpo.
@@ -96,14 +98,17 @@ def turn_extras(trajs: list[Trajectory], width: int, turn_rewards: list[list[flo
     rewards = torch.full((n, m), math.nan, dtype=torch.float32)  # (N, M)
     kinds = torch.full((n, m), NO_TURN, dtype=torch.long)  # (N, M)
     prefix = torch.full((n, m), -1, dtype=torch.long)  # (N, M)
+    durations = torch.zeros(n, dtype=torch.float32)  # (N,) seconds of the episode's actions
     for i, t in enumerate(trajs):
+        durations[i] = sum(float(u.info.get("duration", 0.0)) for u in t.turns)
         k = len(t.turns)
         index[i, : len(t)] = torch.tensor(t.turn_index(), dtype=torch.long)
         if k:
             rewards[i, :k] = torch.tensor(turn_rewards[i], dtype=torch.float32)
             kinds[i, :k] = torch.tensor([turn_kind(u) for u in t.turns], dtype=torch.long)
             prefix[i, :k] = torch.tensor(prefix_hashes(t), dtype=torch.long)
-    return {"turn_index": index, "turn_rewards": rewards, "turn_kind": kinds, "turn_prefix": prefix}
+    out = {"turn_index": index, "turn_rewards": rewards, "turn_kind": kinds, "turn_prefix": prefix}
+    return out | {"durations": durations}
 
 
 def history_ends(traj: Trajectory) -> list[Optional[int]]:

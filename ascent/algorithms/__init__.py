@@ -1,6 +1,7 @@
 """Algorithm registries: advantage estimators, policy losses, group filters, KL estimators, the one aggregation."""
 
 from ascent.algorithms import bounded_teacher as _bounded_teacher  # noqa: E402,F401  (registers tree_sd)
+from ascent.algorithms import duration as _duration  # noqa: E402,F401  (registers duration_aware)
 from ascent.algorithms import entropy as _entropy  # noqa: E402,F401  (registers clip_cov, kl_cov, entropy_bonus)
 from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'gae' advantage estimator)
 from ascent.algorithms import hindsight as _hindsight  # noqa: E402,F401  (registers serl)
