@@ -10,7 +10,11 @@ for each seed and learns online over the seed's episodes. Arms run in a rotated 
     python benchmarks/agent_dsp.py --warmstart runs/dsp-ws/warmstart --seeds 5
 
 Prints one JSON line per seed and arm (per-episode means), then a summary: per arm and metric the mean over seeds
-with its 95% t-interval, and the paired differences against k=0 and against the fastest fixed k.
+with its 95% t-interval, and the paired differences against k=0 and against the fastest fixed k; on stderr, the
+markdown table of docs/agents.md. Latency: wall seconds and sequential policy calls per episode. Cost, in policy
+tokens: `cost` without a prefix cache (every call reads its whole context, as this engine does), `cached_cost` with
+one (each position of the final trajectory once, plus the verified positions that were discarded); `wasted_*`:
+what went into discarded drafts (draft tokens are priced at --draft-price policy tokens; the scripted draft: 0).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ METRICS = (
     "policy_calls",
     "policy_tokens",
     "cost",
+    "cached_cost",
     "wasted_policy_tokens",
     "wasted_share",
     "draft_tokens",
@@ -44,13 +49,15 @@ METRICS = (
 )
 
 
-def oracle_draft(task, p_guess: float, p_redundant: float, seed: int):
-    """The scripted draft planner for one episode: `OracleAgent`; a context it cannot follow (the policy searched
-    something the oracle would not have) gets the reply `<answer>unknown</answer>` (a draft the policy will reject
-    unless it agrees)."""
+def oracle_draft(task, p_guess: float, p_redundant: float, seed: int, open_docs: bool):
+    """The scripted draft planner for one episode: the task's oracle (`SearchingOracle`, or `OracleAgent` with
+    `open_docs`); a context it cannot follow (the policy searched something the oracle would not have) gets the
+    reply `<answer>unknown</answer>` (a draft the policy rejects unless it agrees)."""
     from ascent.envs.search_world import OracleAgent
+    from ascent.tasks.search_world import SearchingOracle
 
-    oracle = OracleAgent(task.world, [task.question], p_guess, p_redundant, seed=seed)
+    kind = OracleAgent if open_docs else SearchingOracle
+    oracle = kind(task.world, [task.question], p_guess, p_redundant, seed=seed)
 
     def respond(context: str) -> str:
         try:
@@ -72,6 +79,7 @@ def episode_row(traj, st, price: float, reference) -> dict:
         **{k: s[k] for k in ("seconds", "policy_calls", "policy_tokens", "wasted_policy_tokens", "draft_tokens")},
         **{"env_steps": s["env_steps"], "mean_k": s["mean_k"]},
         "cost": cost,
+        "cached_cost": len(traj.ids) + wasted,
         "wasted_share": wasted / cost if cost else 0.0,
         "accuracy": float(traj.reward),
         "accepted_per_round": st.accepted_turns / rounds if rounds else 0.0,
@@ -86,10 +94,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--episodes", type=int, default=40, help="held-out questions per seed")
     ap.add_argument("--arms", default="0,1,2,4,dsp", help="fixed k values and/or dsp, comma-separated")
-    ap.add_argument("--dsp", default="dsp", help="the DSP chooser's spec, e.g. dsp(tau=0.7,k_max=4)")
+    ap.add_argument("--dsp", nargs="+", default=["dsp"], help="DSP chooser specs, one arm each (e.g. 'dsp(tau=0.9)')")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless = token-identical)")
+    ap.add_argument("--pool", default="train", choices=["train", "eval"], help="the rows questions are drawn from")
     ap.add_argument("--draft-guess", type=float, default=0.0, help="the draft oracle's p_guess")
-    ap.add_argument("--draft-redundant", type=float, default=0.0, help="the draft oracle's p_redundant")
+    ap.add_argument("--draft-redundant", type=float, default=1.0, help="the draft oracle's p_redundant")
+    ap.add_argument("--draft-open", action="store_true", help="draft with OracleAgent (opens documents)")
     ap.add_argument("--draft-price", type=float, default=0.0, help="cost of a draft token in policy tokens")
     ap.add_argument("--json", default="", help="write rows and summary here too")
     args = ap.parse_args()
@@ -112,13 +122,16 @@ def main() -> None:
     policy.model.eval()
     engine = make_engine(cfg.rollout, precision="model")
     loop = replace(agent_loop(cfg), temperature=args.temperature)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    specs = {a: (args.dsp if a == "dsp" else f"fixed(k={int(a)})") for a in arms}
+    fixed = [a.strip() for a in args.arms.split(",") if a.strip() and a.strip() != "dsp"]
+    specs = {a: f"fixed(k={int(a)})" for a in fixed}
+    specs |= {d.replace(" ", ""): d for d in (args.dsp if "dsp" in args.arms.split(",") else [])}
+    arms = list(specs)
     per_seed: list[dict[str, dict]] = []
     for seed in range(args.seeds):
-        order = list(range(len(task.eval)))
+        pool = task.train if args.pool == "train" else task.eval
+        order = list(range(len(pool)))
         random.Random(seed).shuffle(order)
-        tasks = [task.agent.env_task(task.eval[i]) for i in order[: args.episodes]]
+        tasks = [task.agent.env_task(pool[i]) for i in order[: args.episodes]]
         rot = seed % len(arms)
         played: dict[str, list] = {}
         for arm in arms[rot:] + arms[:rot]:
@@ -126,7 +139,9 @@ def main() -> None:
             planner = SpeculativePlanner(engine, policy, None, chooser, task.agent.make_env, loop)
             played[arm] = []
             for i, t in enumerate(tasks):
-                planner.draft = oracle_draft(t, args.draft_guess, args.draft_redundant, seed=1000 * seed + i)
+                planner.draft = oracle_draft(
+                    t, args.draft_guess, args.draft_redundant, 1000 * seed + i, args.draft_open
+                )
                 played[arm].append(planner.run(t, torch.Generator().manual_seed(10_000 * seed + i)))
         greedy_k0 = "0" in arms and args.temperature == 0
         results: dict[str, dict] = {}
@@ -141,6 +156,7 @@ def main() -> None:
         per_seed.append(results)
     summary = summarize_arms(per_seed, arms, args)
     print(json.dumps(summary))
+    print(table(summary, arms), file=sys.stderr)
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": per_seed, "summary": summary}, indent=1))
 
@@ -150,8 +166,14 @@ def summarize_arms(per_seed: list[dict[str, dict]], arms: list[str], args) -> di
         "seeds": len(per_seed),
         "episodes_per_seed": args.episodes,
         "temperature": args.temperature,
-        "dsp": args.dsp,
-        "draft": {"p_guess": args.draft_guess, "p_redundant": args.draft_redundant, "price": args.draft_price},
+        "dsp": args.dsp if any(not a.isdigit() for a in arms) else [],
+        "pool": args.pool,
+        "draft": {
+            "oracle": "OracleAgent" if args.draft_open else "SearchingOracle",
+            "p_guess": args.draft_guess,
+            "p_redundant": args.draft_redundant,
+            "price": args.draft_price,
+        },
         "arms": {},
     }
     for arm in arms:
@@ -162,14 +184,27 @@ def summarize_arms(per_seed: list[dict[str, dict]], arms: list[str], args) -> di
             }
             for k in METRICS
         }
-    keys = ("seconds", "policy_calls", "cost", "wasted_policy_tokens", "accuracy")
-    fixed = [a for a in arms if a != "dsp" and a != "0"]
+    keys = ("seconds", "policy_calls", "cost", "cached_cost", "wasted_policy_tokens", "accuracy")
+    fixed = [a for a in arms if a.isdigit() and a != "0"]
     if "0" in arms:
         out["vs_k0"] = {a: paired_summary(per_seed, keys, arm=a, control="0") for a in arms if a != "0"}
-    if "dsp" in arms and fixed:
+    if fixed:
         fastest = max(fixed, key=int)
-        out[f"dsp_vs_k{fastest}"] = paired_summary(per_seed, keys, arm="dsp", control=fastest)
+        out[f"vs_k{fastest}"] = {
+            a: paired_summary(per_seed, keys, arm=a, control=fastest) for a in arms if not a.isdigit()
+        }
     return out
+
+
+def table(summary: dict, arms: list[str]) -> str:
+    """The docs' markdown table: per arm, mean [95% interval] over seeds of the per-episode means."""
+    cols = ("seconds", "policy_calls", "cost", "cached_cost", "wasted_policy_tokens", "accuracy", "mean_k")
+    lines = ["| arm | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for arm in arms:
+        a = summary["arms"][arm]
+        cells = [f"{a[c]['mean']:.4g} [{a[c]['ci95'][0]:.4g}, {a[c]['ci95'][1]:.4g}]" for c in cols]
+        lines.append(f"| {'k=' + arm if arm.isdigit() else arm} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
