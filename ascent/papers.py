@@ -488,7 +488,7 @@ REBEL = Paper(
 )
 RLANYTHING = Paper(
     "RLAnything",
-    "Wang et al.",
+    "Wang, Xie, Shen, Wang & Yang",
     2026,
     "RLAnything: Forge Environment, Policy, and Reward Model in Completely Dynamic RL System",
     "arXiv:2602.02488",
@@ -591,7 +591,11 @@ SOAR = Paper(
     None,
     "not found (SOAR: SOurce-Aware Reinforcement learning for search agents)",
     "not found",
-    note="the `search_world` environment",
+    note=(
+        "the `search_world` environment; searched again 2026-12-07 with the catalogue's words (Source-Aware "
+        "Workflow, E_ext / E_int, Source-Consistent Reward, evidence fabrication): not found, so the pieces are "
+        "ascent's reading of the abstract"
+    ),
 )
 HARR = Paper(
     "HARR",

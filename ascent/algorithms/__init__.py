@@ -7,6 +7,7 @@ from ascent.algorithms import gae as _gae  # noqa: E402,F401  (registers the 'ga
 from ascent.algorithms import hindsight as _hindsight  # noqa: E402,F401  (registers serl)
 from ascent.algorithms import latent as _latent  # noqa: E402,F401  (registers relax)
 from ascent.algorithms import process_rewards as _process_rewards  # noqa: E402,F401  (registers prm, q_evolve, spa)
+from ascent.algorithms import soar as _soar  # noqa: E402,F401  (registers soar)
 from ascent.algorithms import staged as _staged  # noqa: E402,F401  (registers staged)
 from ascent.algorithms import turn_advantages as _turn_advantages  # noqa: E402,F401  (registers tree, progress, turn_feedback, explore_group)
 from ascent.algorithms.advantages import ADVANTAGES

@@ -201,7 +201,10 @@ def declared_source(turn_texts: Optional[list[str]], completion: str) -> Optiona
             "SOAR's formula is not published: an agreement indicator of the last `<source>` tag with the "
             "environment's `supported` flag"
         ),
-        "one source tag per answer, not two parallel tagged reasoning streams with per-stream credit",
+        (
+            "one source tag per answer; the two tagged streams with per-stream credit are the advantage `soar` "
+            "(ascent/algorithms/soar.py), with this reward as (part of) the run's sequence reward"
+        ),
     ),
 )
 def source_consistency(

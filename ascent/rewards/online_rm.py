@@ -4,9 +4,13 @@ The closed loop of RLAnything ("RLAnything: Forge Environment, Policy, and Rewar
 System", Wang et al. 2026, arXiv:2602.02488; github.com/Gen-Verse/Open-AgentRL), where the reward model is
 optimised jointly with the policy, in its simplest form: the iterated / online RLHF loop (Ouyang et al. 2022,
 arXiv:2203.02155, §3.5 "iterated"; Bai et al. 2022, arXiv:2204.05862, §4.5 "online"), with the preference
-labels coming on the fly from a noisy labeller. RLAnything's consistency feedback and environment adaptation
-are not implemented: the RM's labels come from the labeller alone. Each call (one rollout batch, groups of
-completions of the same prompt):
+labels coming on the fly from a noisy labeller. RLAnything's own loop is the options `feedback=consistency`
+(the reward model, read as a judge with p(verdict = +1) = σ(score), learns from whether its verdict agrees with
+the labeller's outcome O = ±1: −log σ(O · score) on every judged sample) and `policy_reward=integrated` (the
+policy gets R = O + step_weight · S̄, S̄ = 2σ(score) − 1 the judge's expected verdict, with the weights before
+the update); see `integrated_call`. One step per sample: the per-turn verdicts of multi-turn rows and the
+environment (task) adaptation are not implemented. With the defaults (`feedback=pairs`, `policy_reward=rm`),
+each call (one rollout batch, groups of completions of the same prompt):
 
 1. score: r_i = RM_θ(x_i, y_i) for every completion, with the weights θ as they are (the reward returned);
 2. label: groups are taken in a seeded random order; the labeller reward (a verifier, e.g. `exact_answer`) judges
@@ -32,6 +36,7 @@ resume).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,8 +86,26 @@ class OnlineRMParams:
     """Seed of the group order, the pair picks, the flips and the replay draws."""
     device: Optional[str] = None
     """Device of the reward model; None: the learner's (`model.device`)."""
+    feedback: str = "pairs"
+    """What the reward model learns from: `pairs` (Bradley–Terry on the labeller's right-vs-wrong pairs, online
+    RLHF) or `consistency` (RLAnything's consistency feedback: the model is a judge with p(S = +1) = σ(score),
+    trained towards the verdict that agrees with the outcome O = ±1 of every judged sample)."""
+    policy_reward: str = "rm"
+    """What the policy gets: `rm` (the reward model's score) or `integrated` (RLAnything's integrated feedback
+    R = O + step_weight · S̄, O = ±1 the labeller's outcome, S̄ = 2σ(score) − 1 the judge's expected verdict)."""
+    step_weight: float = 1.0
+    """λ of the policy's integrated reward R = O + λ · S̄ (RLAnything's default 1)."""
 
     def __post_init__(self) -> None:
+        if self.feedback not in ("pairs", "consistency") or self.policy_reward not in ("rm", "integrated"):
+            raise ValueError(
+                f"feedback must be pairs|consistency and policy_reward rm|integrated, got {self.feedback!r}, "
+                f"{self.policy_reward!r}"
+            )
+        if self.step_weight < 0:
+            raise ValueError(f"step_weight must be >= 0, got {self.step_weight}")
+        if self.feedback == "consistency" and self.label_noise:
+            raise ValueError("label_noise flips pairs; with feedback=consistency the outcome is the labeller's own")
         if not self.path:
             raise ValueError("path must name a reward-model folder (ascent train-rm), e.g. rm_online(path=out/rm)")
         if not 0.0 <= self.label_noise < 0.5:
@@ -114,6 +137,16 @@ def exact_flips(seen: int, flipped: int, n: int, share: float, rng: random.Rando
     return sorted(rng.sample(range(n), want))
 
 
+def step_verdict(score: float) -> float:
+    """The judge's expected step verdict E[S] = 2σ(score) − 1 ∈ (−1, 1), S = ±1 with p(+1) = σ(score)
+    (RLAnything's mean of m sampled verdicts as m → ∞).
+
+    >>> step_verdict(0.0), round(step_verdict(2.0), 4)
+    (0.0, 0.7616)
+    """
+    return 2.0 / (1.0 + math.exp(-score)) - 1.0
+
+
 def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
     """The group of each sample: the trainer's `group` field, else the prompt text."""
     return list(group) if group is not None and all(g is not None for g in group) else list(prompts)
@@ -126,10 +159,19 @@ def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
     fidelity="reduced",
     departures=(
         (
-            "the online-RLHF loop (Bradley-Terry steps on pairs from the policy's own batches, labelled by a possibly "
-            "noisy verifier); RLAnything's consistency feedback, step-wise rewards and environment adaptation are not "
-            "implemented"
+            "feedback=pairs: the online-RLHF loop (Bradley-Terry steps on pairs from the policy's own batches, "
+            "labelled by a possibly noisy verifier), not RLAnything's own reward-model update"
         ),
+        (
+            "feedback=consistency: a scalar judge (p(verdict=+1) = sigmoid(score)) trained by the log-likelihood of "
+            "the verdict that agrees with the outcome, not RL on a generative judge's sampled reasoning and verdicts "
+            "rewarded by the integrated signal (that expected reward stalls a saturated judge; ascent's reading)"
+        ),
+        (
+            "policy_reward=integrated: R = O + step_weight * (2 sigmoid(score) - 1), the expected verdict (m -> "
+            "infinity) of one step per sample; per-turn (step-wise) verdicts of multi-turn rows are not implemented"
+        ),
+        "RLAnything's environment/task adaptation (harder or easier tasks from both critics' feedback) is not built",
     ),
 )
 class OnlineRewardModel:
@@ -149,7 +191,7 @@ class OnlineRewardModel:
         self.max_length = int(self.meta.get("max_length") or 1024)
         self.optimizer = self._make_optimizer()
         self.rng = random.Random(p.seed)
-        self.counts = {"calls": 0, "pairs": 0, "flipped": 0, "labels": 0, "correct": 0}
+        self.counts = {"calls": 0, "pairs": 0, "flipped": 0, "labels": 0, "correct": 0, "judged": 0, "consistent": 0}
         self.buffer: list[tuple[str, str, str]] = []
         """Earlier labelled (prompt, chosen, rejected) pairs, flips applied, newest last."""
         self._metrics: dict[str, float] = {}
@@ -183,6 +225,7 @@ class OnlineRewardModel:
             "rm_online_pairs": c["pairs"],
             "rm_online_flipped": c["flipped"],
             "rm_online_labels": c["labels"],
+            "rm_online_consistency": c["consistent"] / c["judged"] if c.get("judged") else None,
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -200,11 +243,13 @@ class OnlineRewardModel:
         self.optimizer = self._make_optimizer()
         self.optimizer.load_state_dict(state["optimizer"])  # moments follow the weights' device
         self.rng.setstate(_as_tuple(state["rng"]))
-        self.counts = dict(state["counts"])
+        self.counts = {"judged": 0, "consistent": 0} | dict(state["counts"])
         self.buffer = [tuple(p) for p in state.get("buffer", [])]
 
-    def __call__(self, prompts: list[str], completions: list[str], **fields: Any) -> list[float]:
+    def __call__(self, prompts: list[str], completions: list[str], **fields: Any) -> list[Optional[float]]:
         rewards = score(self.rm, self.tokenizer, prompts, completions, self.micro_batch_size, self.max_length)
+        if self.params.feedback == "consistency" or self.params.policy_reward == "integrated":
+            return self.integrated_call(prompts, completions, fields, rewards)
         pairs, labels = self.label_pairs(prompts, completions, fields)
         correct = sum(rewards[i] > rewards[j] for i, j in pairs)  # fresh pairs, before the update
         flips = exact_flips(self.counts["pairs"], self.counts["flipped"], len(pairs), self.params.label_noise, self.rng)
@@ -230,6 +275,83 @@ class OnlineRewardModel:
             **train,
         }
         return rewards
+
+    def integrated_call(
+        self, prompts: list[str], completions: list[str], fields: dict[str, Any], scores: list[float]
+    ) -> list[Optional[float]]:
+        """RLAnything's loop on one batch: the labeller's outcome O = ±1 of every sample, the judge's expected
+        verdict S̄ = 2σ(score) − 1 (weights before any update), the integrated signal R = O + λ S̄; then the
+        reward model learns from `feedback` (consistency: −Σ log σ(O · s) / n; pairs: Bradley–Terry on the
+        labeller's pairs). Returns R (`policy_reward=integrated`) or the scores; None where the labeller has no
+        verdict."""
+        p, n = self.params, len(prompts)
+        verdicts = self.judge(prompts, completions, fields, list(range(n)))
+        judged = sorted(verdicts)
+        outcome = {i: 1.0 if verdicts[i] else -1.0 for i in judged}
+        steps = {i: step_verdict(scores[i]) for i in judged}
+        integrated = {i: outcome[i] + p.step_weight * steps[i] for i in judged}
+        consistent = sum((steps[i] > 0) == (outcome[i] > 0) for i in judged)
+        c = self.counts
+        c["calls"], c["labels"] = c["calls"] + 1, c["labels"] + n
+        c["judged"], c["consistent"] = c.get("judged", 0) + len(judged), c.get("consistent", 0) + consistent
+        metrics: dict[str, float] = {
+            "rm_online/labels": float(n),
+            "rm_online/labels_seen": float(c["labels"]),
+            "rm_online/outcome_mean": sum(outcome.values()) / len(judged) if judged else 0.0,
+            "rm_online/step_mean": sum(steps.values()) / len(judged) if judged else 0.0,
+            **({"rm_online/consistency": consistent / len(judged)} if judged else {}),
+            "rm_online/consistency_running": c["consistent"] / c["judged"] if c["judged"] else 0.0,
+        }
+        if p.feedback == "consistency":
+            batch = [(prompts[i], completions[i], outcome[i]) for i in judged]
+            metrics |= self.consistency_update(batch) if batch else {}
+        else:
+            pairs, _ = self.label_pairs(prompts, completions, fields)
+            self.last_pairs = pairs
+            fresh = [(prompts[i], completions[i], completions[j]) for i, j in pairs]
+            replayed = self.replay_sample()
+            metrics |= self.update(fresh + replayed) if fresh or replayed else {}
+            self.remember(fresh)
+            c["pairs"], c["correct"] = (
+                c["pairs"] + len(pairs),
+                c["correct"] + sum(scores[i] > scores[j] for i, j in pairs),
+            )
+            metrics["rm_online/pairs"] = float(len(pairs))
+        self._metrics = metrics
+        if p.policy_reward == "integrated":
+            return [integrated.get(i) for i in range(n)]
+        return list(scores)
+
+    def consistency_update(self, batch: list[tuple[str, str, float]]) -> dict[str, float]:
+        """`updates_per_step` AdamW steps on the judge's consistency feedback: the log-likelihood of the verdict
+        that agrees with each sample's outcome O = ±1, with p(S = +1) = σ(s),
+            L(θ) = −(1/n) Σ log σ(O_i · s_i),
+        the last step's rm_online/ metrics. Not the expected reward (1/n) Σ R_i (2σ(s_i) − 1) of RL on the verdict,
+        R = O + λ S̄: its gradient vanishes for a saturated judge, and with λ = 1 a judge that says −1
+        everywhere makes R = 0 on every success (measured on tests/rewards/test_rlanything.py's batch: the
+        judge collapsed to all −1 within one step, or stopped at 0.58 agreement)."""
+        metrics: dict[str, float] = {}
+        mb = self.micro_batch_size
+        device = self.rm.head.weight.device
+        self.rm.train()
+        for _ in range(self.params.updates_per_step):
+            self.optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for at in range(0, len(batch), mb):
+                micro = batch[at : at + mb]
+                ids, mask = encode(self.tokenizer, [x for x, _, _ in micro], [y for _, y, _ in micro], self.max_length)
+                s = self.rm(ids.to(device), mask.to(device))  # (m,)
+                r = torch.tensor([w for _, _, w in micro], dtype=s.dtype, device=device)
+                loss = -torch.nn.functional.logsigmoid(r * s).sum() / len(batch)
+                loss.backward()
+                total += float(loss.detach())
+            params = [w for w in self.rm.parameters() if w.requires_grad]
+            norm = torch.nn.utils.clip_grad_norm_(params, self.params.grad_clip or float("inf"))
+            if torch.isfinite(norm):
+                self.optimizer.step()
+            metrics = {"rm_online/consistency_loss": total, "rm_online/grad_norm": float(norm)}
+        self.rm.eval()
+        return metrics
 
     def label_pairs(
         self, prompts: list[str], completions: list[str], fields: dict[str, Any]

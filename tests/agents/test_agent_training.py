@@ -368,6 +368,33 @@ def test_serl_hindsight_teacher_runs_in_an_agent_step(tmp_path, reward_file):
     assert float(seen["out"][DELTA].abs().sum()) > 0  # the feedback moved the teacher's log-probs
 
 
+def test_soar_stream_credit_runs_in_an_agent_step(tmp_path, reward_file):
+    from ascent.algorithms.soar import EXT, LABELS, SoarState
+
+    cfg = load_config(
+        "search-agent",
+        TINY + [f"reward={reward_file}", f"output_dir={tmp_path}", "train.steps=1", "algorithm.advantage=soar"],
+    )
+    run, policy = prepare(cfg, tmp_path / "run", {})
+    from ascent.app.pipeline import make_collector
+
+    engine = make_engine("ascent")
+    parts = RLParts(
+        policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
+    )
+    trainer = RLTrainer(cfg, parts)
+    (state,) = [s for s in trainer.states.values() if isinstance(s, SoarState)]
+    seen = {}
+    extras = state.advantage_extras
+    state.advantage_extras = lambda batch: (
+        seen.setdefault("shape", batch.input_ids.shape) and seen.setdefault("out", extras(batch))
+    )
+    m = trainer.step()
+    shape, out = seen["shape"], seen["out"]
+    assert math.isfinite(m["loss/policy"]) and tuple(out[LABELS].shape) == tuple(shape)
+    assert out[EXT].shape == (shape[0],)  # one stream reward per episode (NaN: no external stream written)
+
+
 def test_meta_tags_turn_rewards_are_each_turns_tag_score(agent_batch, policy, worlds, rows):
     from ascent.rewards.agentic import answer_em, meta_turn_rewards
 
