@@ -243,6 +243,14 @@ EAPO_EXPERIENCE = Paper(
     "Experience Augmented Policy Optimization for LLM Reasoning",
     "arXiv:2606.30420",
 )
+FLOWREASONER = Paper(
+    "FlowReasoner",
+    "Gao, Liu, He, Dou, Du, Deng, Hooi, Lin & Pang",
+    2025,
+    "FlowReasoner: Reinforcing Query-Level Meta-Agents",
+    "arXiv:2504.15257",
+    note="`workflow_exec` reward and the `workflow` task (a three-operator workflow DSL executed by a noisy worker)",
+)
 ECHO_2 = Paper(
     "ECHO-2",
     "Xiao et al.",

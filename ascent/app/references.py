@@ -186,7 +186,8 @@ SECTIONS = {
         "Methods implemented in ascent",
         'Four papers call their method "EAPO"; ascent implements Exploration-Aware PO (`explore_group`),\n'
         "Efficiency-Aware PO's round discount (`round_discount`, from IterResearch), and in part Experience-Augmented\n"
-        "PO (explorer `replay`) and Evidence-Augmented PO (reward `evidence_rm`).",
+        "PO (explorer `replay`) and Evidence-Augmented PO (reward `evidence_rm`, its co-evolving scorer\n"
+        "`evidence_lr`, explorer `evidence_tree`).",
     ),
     "related": (
         "Related papers",

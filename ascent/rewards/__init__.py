@@ -6,6 +6,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     constraint_rm,  # noqa: F401,E402 - constraint_rm (label-free constraint-wise classifier reward)
     constraints,
     evidence,  # noqa: F401,E402 - evidence_rm (group-relative evidence reward)
+    evidence_lr,  # noqa: F401,E402 - evidence_lr (an online evidence reward model, EAPO's co-evolution)
     firm,  # noqa: F401,E402 - edit_critic (FIRM's execution / consistency critics for base_and_bonus)
     games,  # noqa: F401,E402 - game_won, game_score
     grounding,  # noqa: F401,E402 - source_similarity (reference-free grounding in the source)
@@ -23,6 +24,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     sql,  # noqa: F401,E402 - sql_exec (Text-to-SQL execution match)
     steerable,  # noqa: F401,E402 - rapo_step (RAPO's steerable step-level reward)
     temporal,  # noqa: F401,E402 - temporal_iou (AudioMap's event-conditioned temporal IoU)
+    workflow,  # noqa: F401,E402 - workflow_exec (FlowReasoner's executed query-level workflow)
 )
 from ascent.rewards.builtin import REWARDS
 from ascent.rewards.runner import RewardResult, RewardRunner, RewardSpecError, resolve_reward

@@ -13,10 +13,15 @@ evidence. For the completions y_1..y_G of one prompt x:
 
 The scorer sees the evidence as the completion and the row's fields, so a verifier of evidence (the gold needle as
 a field) and a learned reward model both fit. Its state (e.g. `rm_online`'s) travels in this reward's
-`state_dict`. Add it to the outcome reward with a weight; the advantage estimator then normalises the sum. Not
-implemented: EAPO's tree-structured evidence sampling, and its Adaptive Reward-Policy Co-Evolution (retraining the
-RM on outcome-consistent rollouts) — `scorer=rm_online(...)` updates the scorer online, but on pairs its labeller
-judges from the evidence, not from the outcome.
+`state_dict`. Add it to the outcome reward with a weight; the advantage estimator then normalises the sum.
+
+EAPO's Adaptive Reward-Policy Co-Evolution, `outcome=answer_em`: after a batch is scored, each evidence node (group,
+evidence text) is labelled with the `outcome` reward's verdicts on its completions; with `consistent_only` only the
+nodes whose completions all agree are kept (outcome-consistent rollouts), and the scorer, which must have an
+`update(prompts, evidence, labels)` method (`evidence_lr`), is trained on them, so the next batch is scored by an RM
+that has seen which evidence the current policy's right answers rest on. A node holds several completions when the
+rollouts are sampled as evidence trees (`rollout.explorer=evidence_tree`, ascent/rollout/evidence_tree.py, EAPO's
+Tree-Structured Evidence Sampling).
 """
 
 from __future__ import annotations
@@ -45,6 +50,14 @@ class EvidenceParams:
     """Multiplies the group-normalised score."""
     eps: float = 1e-6
     """Added to the group's standard deviation."""
+    outcome: str = ""
+    """Adaptive Reward-Policy Co-Evolution: the reward spec that judges each completion's final outcome (e.g.
+    `answer_em`); after scoring, a scorer with an `update(prompts, evidence, labels)` method (e.g. `evidence_lr`) is
+    trained on the outcome labels of the batch's evidence nodes. "": no co-evolution."""
+    consistent_only: bool = True
+    """Co-evolution trains only on outcome-consistent nodes (every completion that shares the evidence, in its
+    group, has the same outcome: with `rollout.explorer=evidence_tree` a node holds several answers); false: every
+    node, labelled with its mean outcome."""
 
     def __post_init__(self) -> None:
         if not self.scorer:
@@ -59,6 +72,8 @@ class EvidenceParams:
             raise ValueError(f"pattern {self.pattern!r} needs a group, (...), around the evidence")
         if self.eps <= 0:
             raise ValueError("eps must be > 0")
+        if self.outcome.startswith("evidence_rm"):
+            raise ValueError("outcome must judge the final answer (e.g. outcome=answer_em), not be evidence_rm")
 
 
 def evidence_of(text: str, pattern: str) -> Optional[str]:
@@ -97,11 +112,11 @@ def group_relative(scores: list[float], groups: list[Any], scale: float = 1.0, e
     paper=papers.EAPO_EVIDENCE,
     fidelity="reduced",
     departures=(
+        "any reward spec scores the evidence (an RM, a gold-needle check, `rm_online`, the online `evidence_lr`)",
         (
-            "the group-relative evidence reward only: tree-structured evidence sampling and the outcome-consistent "
-            "retraining of the reward model are not implemented"
+            "co-evolution (`outcome=`): the scorer takes one update per batch on the outcome-consistent evidence "
+            "nodes' labels, ascent's reading of 'iteratively refines the RM using outcome-consistent rollouts'"
         ),
-        "any reward spec scores the evidence (an RM, a gold-needle check, `rm_online`)",
     ),
 )
 class EvidenceReward:
@@ -113,6 +128,9 @@ class EvidenceReward:
 
         self.params = p = build(EvidenceParams, params, "evidence_rm")
         self.scorer = resolve_reward(p.scorer)
+        self.judge = resolve_reward(p.outcome) if p.outcome else None
+        if self.judge is not None and not hasattr(self.scorer, "update"):
+            raise ValueError(f"evidence_rm: outcome= co-evolves the scorer, and {p.scorer!r} cannot learn (no update)")
         self._metrics: dict[str, float] = {}
         self.__name__ = "evidence_rm"
 
@@ -155,4 +173,63 @@ class EvidenceReward:
             "evidence_rm/found_frac": len(found) / max(len(completions), 1),
             "evidence_rm/score_mean": sum(scores) / max(len(scores), 1),
         }
-        return group_relative(scores, keys, p.scale, p.eps)
+        rewards = group_relative(scores, keys, p.scale, p.eps)
+        if self.judge is not None and found:
+            self.coevolve(prompts, completions, fields, evidence, scores, keys)
+        return rewards
+
+    def coevolve(
+        self,
+        prompts: list[str],
+        completions: list[str],
+        fields: dict[str, Any],
+        evidence: list[Optional[str]],
+        scores: list[float],
+        keys: list[Any],
+    ) -> None:
+        """Adaptive Reward-Policy Co-Evolution: label each evidence node (group, evidence text) with its completions'
+        outcomes, keep the outcome-consistent ones (`consistent_only`), log how often the scorer's scores (>= 0.5)
+        already agreed with them, and train the scorer on them (after this batch's rewards were computed)."""
+        outcomes = outcome_labels(self.judge, prompts, completions, fields)
+        nodes = evidence_nodes(evidence, outcomes, keys, self.params.consistent_only)
+        agree = [float((scores[i] >= 0.5) == (y >= 0.5)) for i, y in nodes]
+        self._metrics["evidence_rm/nodes"] = float(len(nodes))
+        self._metrics["evidence_rm/consistent_frac"] = len(nodes) / max(
+            len({(keys[i], e) for i, e in enumerate(evidence) if e is not None}), 1
+        )
+        self._metrics["evidence_rm/outcome_agreement"] = sum(agree) / len(agree) if agree else 0.0
+        if nodes:
+            self.scorer.update([prompts[i] for i, _ in nodes], [evidence[i] for i, _ in nodes], [y for _, y in nodes])
+
+
+def outcome_labels(
+    judge: Any, prompts: list[str], completions: list[str], fields: dict[str, Any]
+) -> list[Optional[float]]:
+    """The judge's verdict on each full completion, 1.0 / 0.0 (threshold 0.5), None where it has no opinion."""
+    values = judge(prompts, completions, **fields)
+    return [None if v is None or not math.isfinite(float(v)) else float(float(v) >= 0.5) for v in values]
+
+
+def evidence_nodes(
+    evidence: list[Optional[str]], outcomes: list[Optional[float]], keys: list[Any], consistent_only: bool
+) -> list[tuple[int, float]]:
+    """The evidence nodes of a batch, one per (group key, evidence text), as (first member's index, label): the
+    mean outcome of its judged members; with `consistent_only`, only nodes whose members all agree.
+
+    >>> ev = ["f9", "f9", "c4", "f9", None]; out = [1.0, 0.0, 0.0, 1.0, 1.0]
+    >>> evidence_nodes(ev, out, ["g", "g", "g", "h", "h"], True)
+    [(2, 0.0), (3, 1.0)]
+    >>> evidence_nodes(ev, out, ["g", "g", "g", "h", "h"], False)
+    [(0, 0.5), (2, 0.0), (3, 1.0)]
+    """
+    members: dict[tuple[Any, str], list[int]] = {}
+    for i, (e, o) in enumerate(zip(evidence, outcomes)):
+        if e is not None and o is not None:
+            members.setdefault((keys[i], e), []).append(i)
+    out = []
+    for idx in members.values():
+        labels = [outcomes[i] for i in idx]
+        if consistent_only and len(set(labels)) > 1:
+            continue
+        out.append((idx[0], sum(labels) / len(labels)))  # type: ignore[arg-type]
+    return out

@@ -15,11 +15,13 @@ from ascent.tasks import (  # noqa: F401
     hf_dataset,
     jsonl,
     llm4cov,  # the llm4cov prompt sampler (data.sampler), over code rows
+    needle,  # key-value haystacks with quoted evidence (EAPO's evidence reward)
     opt_modelling,
     search_world,
     sql_world,
     textworld,
     word_problems,
+    workflow,  # FlowReasoner's query-level workflows (reward workflow_exec)
 )
 from ascent.tasks.agent import AgentTask, demonstrations
 from ascent.tasks.base import TASKS, DataError, Row, TaskData, Teacher, answer_teacher, load_task, task_piece
