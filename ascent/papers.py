@@ -1256,6 +1256,13 @@ PSDRL = Paper(
     "Posterior Sampling for Deep Reinforcement Learning (ICML 2023)",
     "arXiv:2305.00477",
 )
+RPG = Paper(
+    "RPG",
+    "Huang, Liang, Ling, Li, Gan & Su",
+    2023,
+    "Reparameterized Policy Learning for Multimodal Trajectory Optimization (ICML 2023)",
+    "arXiv:2307.10710",
+)
 # -- issue 42: reward-design and multimodal reward rows (ascent/rewards/alignment.py, temporal.py, gui_point.py;
 #    ascent/generative/) --
 TAT_R1 = Paper(

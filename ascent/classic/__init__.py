@@ -17,6 +17,7 @@ from ascent.classic.mrq import MRQParams, mrq  # noqa: F401
 from ascent.classic.oni import ONIParams, oni  # noqa: F401
 from ascent.classic.ppo import PPOParams, ppo
 from ascent.classic.psdrl import PSDRLParams, psdrl  # noqa: F401
+from ascent.classic.rpg import RPGParams, rpg  # noqa: F401
 from ascent.classic.sac import SACParams, sac
 from ascent.classic.skipper import SkipperParams, skipper  # noqa: F401
 from ascent.classic.sqirl import SQIRLParams, sqirl  # noqa: F401

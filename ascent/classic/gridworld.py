@@ -150,7 +150,7 @@ def make(**kwargs: Any) -> Any:
 
 def register() -> None:
     """Register ascent's environments with gymnasium: `ascent/RandDistShift-v0`, `ascent/RandDistShift-6x6-v0` and
-    `ascent/KeyDoor-v0` (once; a no-op when gymnasium is not installed)."""
+    `ascent/KeyDoor-v0`, `ascent/DecoyPoint-v0` (once; a no-op when gymnasium is not installed)."""
     try:
         import gymnasium
     except ImportError:
@@ -159,6 +159,8 @@ def register() -> None:
         gymnasium.register(ENV_ID, entry_point="ascent.classic.gridworld:make")
         gymnasium.register(SMALL_ID, entry_point="ascent.classic.gridworld:make", kwargs={"size": 6, "difficulty": 0.3})
         gymnasium.register("ascent/KeyDoor-v0", entry_point="ascent.classic.keydoor:make")
+    if "ascent/DecoyPoint-v0" not in gymnasium.envs.registry:  # RPG's point mass (ascent/classic/pointmass.py)
+        gymnasium.register("ascent/DecoyPoint-v0", entry_point="ascent.classic.pointmass:make")
 
 
 def shortest_path(layout: dict[str, Any], source: tuple[int, int], target: tuple[int, int]) -> Optional[int]:
