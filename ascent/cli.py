@@ -406,6 +406,7 @@ LIST_KINDS = [
     "samplers",
     "explorers",
     "agent_decoders",
+    "experience_extractors",
     "drafters",
     "speculation_k",
     "rewards",

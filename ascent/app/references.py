@@ -23,6 +23,7 @@ REFERENCES = Path(__file__).resolve().parents[2] / "docs" / "references.md"
 def registries() -> dict[str, Registry]:
     """`ascent list` kind -> registry, for every kind of piece."""
     import ascent.offline  # noqa: F401  (registers the offline algorithms in CLASSIC)
+    from ascent.agents.complementary import EXTRACTORS
     from ascent.agents.jitrl import AGENT_DECODERS
     from ascent.agents.speculative_planning import SPECULATION_K
     from ascent.algorithms import ADVANTAGES, FILTERS, LOSSES
@@ -67,6 +68,7 @@ def registries() -> dict[str, Registry]:
         "samplers": SAMPLERS,
         "explorers": EXPLORERS,
         "agent_decoders": AGENT_DECODERS,
+        "experience_extractors": EXTRACTORS,
         "drafters": DRAFTERS,
         "speculation_k": SPECULATION_K,
         "rewards": REWARDS,
