@@ -38,16 +38,19 @@ FIXED = ("solve", "split", "solve>check")
 KEYS = ("reward", "accuracy", "calls", "ops", "solve_easy", "solve_hard", "valid")
 
 
-def greedy_workflows(folder: Path, prompts: list[str]) -> list[str]:
-    """The model's greedy completion of each prompt (at most 8 new tokens)."""
+def greedy_workflows(folder: Path, prompts: list[str], batch: int = 250) -> list[str]:
+    """The model's greedy completion of each prompt (at most 8 new tokens), left-padded batches."""
     tok = PreTrainedTokenizerFast.from_pretrained(folder)
+    tok.padding_side = "left"
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     out = []
     with torch.no_grad():
-        for p in prompts:
-            ids = torch.tensor([tok(p)["input_ids"]])
-            gen = model.generate(ids, max_new_tokens=8, do_sample=False, eos_token_id=tok.eos_token_id)
-            out.append(tok.decode(gen[0, ids.shape[1] :], skip_special_tokens=True))
+        for i in range(0, len(prompts), batch):
+            enc = tok(prompts[i : i + batch], return_tensors="pt", padding=True)
+            gen = model.generate(
+                **enc, max_new_tokens=8, do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+            )
+            out += tok.batch_decode(gen[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
     return out
 
 
@@ -66,8 +69,8 @@ def score(rows: list[dict], workflows: list[str], reward: WorkflowReward) -> dic
         "calls": statistics.mean(calls),
         "ops": statistics.mean(ops),
         "valid": statistics.mean(valid),
-        "solve_easy": statistics.mean(easy) if easy else 0.0,
-        "solve_hard": statistics.mean(hard) if hard else 0.0,
+        "solve_easy": float(statistics.mean(easy)) if easy else 0.0,
+        "solve_hard": float(statistics.mean(hard)) if hard else 0.0,
     }
     return stats
 

@@ -12,18 +12,24 @@ of the policy's own rollouts (`update`). A logistic model over hashed features,
 so what it learns is which evidence, relative to the question, leads to right answers. It starts at w = 0 (every
 score 0.5: no opinion yet, so the group-relative evidence reward is 0 until it learns). Its weights and count are
 its `state_dict`. A reduction of the paper's LLM reward model, small enough to train inside a CPU run.
+
+`grounded_answer` (a held-out grader for the `needle` task): the answer is right and the evidence is the needle.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from ascent import papers
 from ascent.rewards.builtin import REWARDS
+from ascent.rewards.evidence import evidence_of
 from ascent.typed import build
+
+EVIDENCE = r"<evidence>(.*?)</evidence>"
 
 
 @dataclass(frozen=True)
@@ -109,3 +115,28 @@ class EvidenceLR:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state:
             self.w, self.updates = list(state["w"]), int(state["updates"])
+
+
+@REWARDS.register("grounded_answer", paper=None, fidelity="ascent")
+def grounded_answer(
+    prompts: list[str],
+    completions: list[str],
+    answer: Optional[list[Any]] = None,
+    needle: Optional[list[Any]] = None,
+    **_: Any,
+) -> list[Optional[float]]:
+    """1 if the completion's evidence spans are exactly the row's `needle` and its `<answer>` is the row's `answer`
+    (a right answer for the right reason), else 0; None without `answer` or `needle`.
+
+    >>> ys = ["<evidence>f9</evidence><answer>9</answer>", "<evidence>c9</evidence><answer>9</answer>"]
+    >>> grounded_answer(["x"] * 2, ys, answer=["9", "9"], needle=["f9", "f9"])
+    [1.0, 0.0]
+    """
+    if answer is None or needle is None:
+        return [None] * len(completions)
+    out: list[Optional[float]] = []
+    for c, a, n in zip(completions, answer, needle):
+        got = re.search(r"<answer>(.*?)</answer>", c, flags=re.DOTALL)
+        ok = got is not None and got.group(1).strip() == str(a).strip() and evidence_of(c, EVIDENCE) == str(n)
+        out.append(float(ok))
+    return out
