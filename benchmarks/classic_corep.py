@@ -11,6 +11,7 @@ evaluation of 10 episodes at 10 phases of the drift. Prints one JSON line per ru
 mean with a 95% percentile-bootstrap interval over seeds, and each COREP arm - PPO paired by seed (bootstrap).
 
     OMP_NUM_THREADS=1 nice -n 10 python benchmarks/classic_corep.py --steps 50000 --seeds 5
+    python benchmarks/classic_corep.py --combine first.log second.log     # one summary over both invocations' runs
 """
 
 from __future__ import annotations
@@ -99,7 +100,15 @@ def main() -> None:
     ap.add_argument("--arms", default="ppo,corep,corep_unguided")
     ap.add_argument("--stationary", action="store_true", help="the control: plain CartPole-v1, no drift")
     ap.add_argument("--work", default="")
+    ap.add_argument(
+        "--combine", nargs="+", default=[], help="logs of earlier invocations: summarise their runs, run none"
+    )
     args = ap.parse_args()
+    if args.combine:
+        rows = [json.loads(x) for f in args.combine for x in Path(f).read_text().splitlines() if x.startswith('{"arm"')]
+        arms = list(dict.fromkeys(r["arm"] for r in rows))
+        print(json.dumps({"seeds": sorted({r["seed"] for r in rows}), "summary": summarise(rows, arms)}))
+        return
     import torch
 
     torch.set_num_threads(1)
