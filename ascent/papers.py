@@ -350,6 +350,12 @@ ITERRESEARCH = Paper(
     2025,
     "IterResearch: Rethinking Long-Horizon Agents via Markovian State Reconstruction",
     "arXiv:2511.07327",
+    note=(
+        "`agent.context=workspace`: workspace reconstruction (question + the policy's `<report>` + the last action "
+        "and observation per round, one training sample per round) and EAPO's adaptive downsampling "
+        "(`agent.round_multiple`), `ascent/agents/workspace.py`; reduced: the paper's GSPO-style optimiser and "
+        "its report/think prompt format are not built (GRPO on round samples, oracle-written reports)"
+    ),
 )
 LITE_PPO = Paper(
     'Lite PPO ("Tricks or Traps?")',

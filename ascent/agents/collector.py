@@ -15,6 +15,11 @@ turns of any trajectory in the batch, at least 1):
 
 Reward functions receive each row's fields (minus `prompt`) plus the packed `agent_*` fields
 (`ascent.agents.trajectory.pack_trajectories`), and `agent_answer_probs` with igpo.
+
+With `agent.context=workspace` (IterResearch) a batch row is one round of an episode (`pack_rounds`): its ids are
+the round's reconstructed workspace and the turn sampled on it, its fields the episode's (so a reward judges the
+episode) plus `agent_round` (t, 1-based) and `agent_rounds` (T); the rounds are downsampled to a multiple of
+`round_multiple` (EAPO's adaptive downsampling, `ascent.agents.workspace.downsample`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import torch
 
 from ascent.agents.loop import AgentConfig, continue_episodes, rollout
 from ascent.agents.trajectory import Trajectory, Turn, pack_trajectories
+from ascent.agents.workspace import downsample
 from ascent.envs.base import Env
 from ascent.envs.tools import CALL_OPEN
 from ascent.policy.model import token_logprobs
@@ -66,6 +72,43 @@ def pack_episodes(
     if indices is not None:
         batch.row_index = torch.tensor(indices, dtype=torch.long).repeat_interleave(n)
     return batch
+
+
+def pack_rounds(
+    trajs: list[Trajectory],
+    rows: list[dict[str, Any]],
+    n: int,
+    tokenizer: Any,
+    indices: Optional[list[int]] = None,
+    multiple: int = 1,
+    generator: Optional[torch.Generator] = None,
+) -> tuple[RolloutBatch, list[Trajectory]]:
+    """Workspace episodes (n per row, row-major) as one batch row per round, downsampled to a multiple of `multiple`
+    (`ascent.agents.workspace.downsample`); returns the batch and the kept rounds. Row i's group is its episode's
+    row, its fields the episode's packed fields (`pack_episodes`) plus `agent_round` and `agent_rounds`."""
+    if any(not t.rounds for t in trajs):
+        raise ValueError("pack_rounds needs workspace episodes (agent.context=workspace): an episode has no rounds")
+    episodes = pack_episodes(trajs, rows, n, tokenizer, indices)
+    flat = [(i, k, r) for i, t in enumerate(trajs) for k, r in enumerate(t.rounds)]
+    flat = [flat[j] for j in downsample(len(flat), multiple, generator)]
+    batch = pack_trajectories([r for _, _, r in flat], tokenizer)
+    batch.fields = [
+        {**episodes.fields[i], "agent_round": k + 1, "agent_rounds": len(trajs[i].rounds)} for i, k, _ in flat
+    ]
+    batch.prompts = [episodes.prompts[i] for i, _, _ in flat]
+    batch.group_index = torch.tensor([i // n for i, _, _ in flat], dtype=torch.long)
+    if indices is not None:
+        batch.row_index = torch.tensor([indices[i // n] for i, _, _ in flat], dtype=torch.long)
+    batch.finished = torch.tensor([trajs[i].finish_reason == "done" for i, _, _ in flat], dtype=torch.bool)
+    rounds = sum(len(t.rounds) for t in trajs)
+    batch.stats = {
+        **episodes.stats,
+        "rollout/completion_tokens": batch.stats["rollout/completion_tokens"],
+        "rollout/completion_len_mean": batch.stats["rollout/completion_len_mean"],
+        "agent/rounds": float(rounds),
+        "agent/rounds_dropped": float(rounds - len(flat)),
+    }
+    return batch, [r for _, _, r in flat]
 
 
 def turn_kind(turn: Turn) -> int:
@@ -173,6 +216,9 @@ class AgentCollector:
     igpo_template: str = "<answer>{answer}</answer>"
     micro_batch_size: int = 32
     """Probe sequences per forward (igpo)."""
+    round_multiple: int = 1
+    """agent.context=workspace: round samples per batch are downsampled to a multiple of this (EAPO's adaptive
+    downsampling; the data-parallel size in the paper, the micro-batch size in ascent's recipes)."""
 
     def collect(self, indices: list[int], generator: torch.Generator) -> RolloutBatch:
         rows = [self.rows[i] for i in indices]
@@ -186,7 +232,20 @@ class AgentCollector:
             self.n,
             generator,
         )
+        if self.loop.context == "workspace":
+            return self.pack_workspace(trajs, rows, indices, generator)
         return self.pack(trajs, rows, indices)
+
+    def pack_workspace(
+        self, trajs: list[Trajectory], rows: list[dict[str, Any]], indices: list[int], generator: torch.Generator
+    ) -> RolloutBatch:
+        """Workspace episodes as round samples (`pack_rounds`) with the turn extras (one turn per row, its
+        environment step reward)."""
+        if self.turn_rewards != "env":
+            raise ValueError("agent.context=workspace supports agent.turn_rewards=env only")
+        batch, rounds = pack_rounds(trajs, rows, self.n, self.policy.tokenizer, indices, self.round_multiple, generator)
+        batch.extras = turn_extras(rounds, batch.input_ids.shape[1], [[u.reward for u in r.turns] for r in rounds])
+        return batch
 
     def collect_continued(
         self, indices: list[int], generator: torch.Generator, fresh: int, choose: Chooser
@@ -196,6 +255,8 @@ class AgentCollector:
         per row, `n - fresh` starts: `(j, k)` resumes the row's episode j (0 <= j < fresh) after its turn k
         (`ascent.agents.loop.acontinue`: its first k turns forced, mask 0), None runs a fresh episode. Each
         row's group is its `fresh` episodes followed by its `n - fresh` second-stage ones."""
+        if self.loop.context == "workspace":
+            raise ValueError("two-stage (resumed) collection is not supported with agent.context=workspace")
         if not 1 <= fresh <= self.n:
             raise ValueError(f"fresh must be in [1, {self.n}] (rollout.samples_per_prompt), got {fresh}")
         rows = [self.rows[i] for i in indices]

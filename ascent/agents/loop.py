@@ -15,6 +15,10 @@ of its text; `ascent.agents.token_check` verifies it per trajectory.
 
 Limits: `max_turns` model turns, `max_turn_tokens` per turn, `max_total_tokens` per trajectory (prompt,
 turns and observations; an observation that does not fit ends the episode with `max_tokens`).
+
+`context="workspace"` (IterResearch's workspace reconstruction, `ascent.agents.workspace`): instead of appending
+the observation, each round's context is rebuilt as question + the policy's evolving report + the last action
+and its observation, tokenised once as a fresh prompt; `max_total_tokens` then bounds each round's sequence.
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Literal, Optional
 
 import torch
 
 from ascent.agents.chat import ChatFormat
 from ascent.agents.trajectory import Trajectory, Turn
+from ascent.agents.workspace import split_report, with_report, workspace_messages
 from ascent.envs.base import Env, Observation, StepResult
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import SamplingSettings
@@ -53,8 +58,13 @@ class AgentConfig:
     """Nucleus sampling mass."""
     top_k: int = 0
     """Top-k sampling (0: off)."""
+    context: Literal["history", "workspace"] = "history"
+    """history: each turn sees the whole conversation so far; workspace: IterResearch's reconstruction, each round
+    sees the question + the policy's report + the last action and observation only (`ascent.agents.workspace`)."""
 
     def __post_init__(self) -> None:
+        if self.context not in ("history", "workspace"):
+            raise ValueError(f"context must be 'history' or 'workspace', got {self.context!r}")
         if self.max_turns < 1 or self.max_turn_tokens < 1:
             raise ValueError(
                 f"max_turns and max_turn_tokens must be >= 1, got {self.max_turns} and {self.max_turn_tokens}"
@@ -104,54 +114,84 @@ class _Episode:
     def __init__(self, env: Env, task: Any, group: int) -> None:
         self.env, self.task, self.group = env, task, group
         self.traj: Optional[Trajectory] = None
+        self.head: list[dict[str, str]] = []
+        """The first round's messages (system?, user question): what a workspace is rebuilt from."""
+        self.report = ""
+        """The evolving report M_t (workspace context)."""
 
     @property
     def active(self) -> bool:
         return self.traj is not None and not self.traj.finish_reason
 
+    @property
+    def context(self) -> Trajectory:
+        """The sequence the next turn is sampled on: the episode's (history) or its current round's (workspace)."""
+        return self.traj.rounds[-1] if self.traj.rounds else self.traj
+
     def start(self, fmt: ChatFormat, obs: Observation, cfg: AgentConfig) -> None:
-        messages = ([{"role": "system", "content": obs.system}] if obs.system is not None else []) + [
+        self.head = ([{"role": "system", "content": obs.system}] if obs.system is not None else []) + [
             {"role": "user", "content": obs.text}
         ]
+        messages = with_report(self.head, "") if cfg.context == "workspace" else [dict(m) for m in self.head]
+        self.traj = self._sequence(fmt, messages, info=dict(obs.info))
+        if cfg.context == "workspace":
+            self.traj.rounds.append(self._sequence(fmt, messages))
+        if self.budget(fmt, cfg) < 1:
+            self.traj.finish_reason = "max_tokens"
+
+    def _sequence(self, fmt: ChatFormat, messages: list[dict[str, str]], info: Optional[dict] = None) -> Trajectory:
         ids = fmt.prompt_ids(messages)
-        self.traj = Trajectory(
+        return Trajectory(
             ids=ids,
             loss_mask=[0] * len(ids),
             sampled_logprobs=[0.0] * len(ids),
             prompt_len=len(ids),
-            messages=messages,
+            messages=[dict(m) for m in messages],
             task=self.task,
             group=self.group,
-            info=dict(obs.info),
+            info=info or {},
         )
-        if self.budget(fmt, cfg) < 1:
-            self.traj.finish_reason = "max_tokens"
 
     def budget(self, fmt: ChatFormat, cfg: AgentConfig) -> int:
         """Tokens the next model turn may sample (room is kept for the end-of-turn tokens)."""
-        room = cfg.max_total_tokens - len(self.traj) - len(fmt.assistant_end_ids)
+        room = cfg.max_total_tokens - len(self.context) - len(fmt.assistant_end_ids)
         return min(cfg.max_turn_tokens, room)
 
     def add_turn(self, fmt: ChatFormat, ids: list[int], logprobs: list[float], stop: str) -> str:
-        """Append a model turn (sampled ids, then the template's end of turn); returns its text."""
+        """Append a model turn (sampled ids, then the template's end of turn) to the episode and, with a workspace,
+        to its current round; returns its text."""
         ended = stop == "eos" and bool(ids) and ids[-1] == fmt.turn_end_id
         content = fmt.tokenizer.decode(ids[:-1] if ended else ids, skip_special_tokens=False)
-        start, end = self.traj.append(ids, logprobs)
-        self.traj.append(fmt.end_ids(sampled_turn_end=ended))
-        self.traj.turns.append(Turn(start=start, end=end, text=content, stop=stop))
-        self.traj.messages.append({"role": "assistant", "content": content})
+        seen = len(self.context)
+        for t in [self.traj] + self.traj.rounds[-1:]:
+            start, end = t.append(ids, logprobs)
+            t.append(fmt.end_ids(sampled_turn_end=ended))
+            t.turns.append(Turn(start=start, end=end, text=content, stop=stop, context_tokens=seen))
+            t.messages.append({"role": "assistant", "content": content})
         return content
 
     def observe(self, fmt: ChatFormat, res: StepResult, cfg: AgentConfig, last_turn: bool) -> None:
-        """Record the environment's step; append its observation unless the episode ends here."""
+        """Record the environment's step; append its observation (history) or start the next round from the
+        reconstructed workspace (workspace) unless the episode ends here."""
         t, turn = self.traj, self.traj.turns[-1]
-        turn.reward, turn.info = float(res.reward), dict(res.info)
+        for u in [turn] + [r.turns[-1] for r in t.rounds[-1:]]:
+            u.reward, u.info = float(res.reward), dict(res.info)
         t.reward += float(res.reward)
         t.info = dict(res.info)
         if res.done:
             t.finish_reason = "done"
         elif last_turn:
             t.finish_reason = "max_turns"
+        elif cfg.context == "workspace":
+            self.report, action = split_report(turn.text, self.report)
+            messages = workspace_messages(self.head, self.report, action, res.observation, fmt.observation_role)
+            nxt = self._sequence(fmt, messages)
+            if len(nxt) + len(fmt.assistant_end_ids) + 1 > cfg.max_total_tokens:
+                t.finish_reason = "max_tokens"
+                return
+            turn.observation = t.append(nxt.ids)
+            t.messages += messages
+            t.rounds.append(nxt)
         else:
             obs = fmt.observation_ids(res.observation)
             if len(t) + len(obs) + len(fmt.assistant_end_ids) + 1 > cfg.max_total_tokens:
@@ -180,7 +220,7 @@ def _model_turn(
         top_p=cfg.top_p,
         top_k=cfg.top_k,
     )
-    gen = engine.generate(model, [e.traj.ids for e in episodes], 1, s, generator)  # tokens/logprobs: (A, max_new)
+    gen = engine.generate(model, [e.context.ids for e in episodes], 1, s, generator)  # tokens/logprobs: (A, max_new)
     texts = []
     for i, (e, budget) in enumerate(zip(episodes, budgets)):
         ids, lps = gen.tokens[i, : int(gen.lengths[i])].tolist(), gen.logprobs[i, : int(gen.lengths[i])].tolist()
@@ -231,7 +271,9 @@ async def _play(
 def forced_prefix(traj: Trajectory, turns: int, group: int) -> Trajectory:
     """A new trajectory holding `traj`'s prompt and its first `turns` model turns with their observations, every
     token forced (loss mask 0, log-prob 0): the start of a resumed episode (`acontinue`). Turn `turns - 1`
-    must have been followed by an observation."""
+    must have been followed by an observation. Not for workspace episodes (their context is not a prefix)."""
+    if traj.rounds:
+        raise ValueError("resuming an episode is not supported with agent.context=workspace")
     if not 1 <= turns <= len(traj.turns) or traj.turns[turns - 1].observation is None:
         raise ValueError(f"cannot resume after turn {turns} of {len(traj.turns)}: no observation followed it")
     end = traj.turns[turns - 1].observation[1]

@@ -88,8 +88,9 @@ def check_trajectory(traj: Trajectory, tokenizer: Any, window: int = 4) -> Token
 
 
 def check_trajectories(trajs: list[Trajectory], tokenizer: Any, show: int = 3) -> dict[str, Any]:
-    """Check every trajectory: counts, the matching fraction and the first `show` divergences described."""
-    checks = [check_trajectory(t, tokenizer) for t in trajs]
+    """Check every trajectory (every round of a workspace episode): counts, the matching fraction and the first
+    `show` divergences described."""
+    checks = [check_trajectory(r, tokenizer) for t in trajs for r in (t.rounds or [t])]  # workspace: each round
     bad = [(i, c) for i, c in enumerate(checks) if not c.ok]
     return {
         "checked": len(checks),

@@ -29,6 +29,9 @@ class Turn:
     """The environment's reward for this step."""
     info: dict[str, Any] = field(default_factory=dict)
     """The environment's step info."""
+    context_tokens: int = 0
+    """Tokens the model conditioned on when it sampled this turn (the whole history so far, or with
+    `agent.context=workspace` the round's reconstructed workspace)."""
 
 
 @dataclass
@@ -55,6 +58,11 @@ class Trajectory:
     """`done` (the environment ended it), `max_turns`, or `max_tokens`."""
     info: dict[str, Any] = field(default_factory=dict)
     """The last step's info (for a ToolEnv: tool calls, correctness, support, ...)."""
+    rounds: list["Trajectory"] = field(default_factory=list)
+    """`agent.context=workspace` (`ascent.agents.workspace`): one single-turn trajectory per round, its prompt the
+    reconstructed workspace, the sequences the policy sampled on and trains on. The episode's own ids are then the
+    rounds' ids one after the other (a record for logs and evaluation; each turn's `observation` span covers the
+    next round's workspace). Empty for the usual growing history."""
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -165,4 +173,11 @@ def agent_stats(trajs: list[Trajectory]) -> dict[str, float]:
         "agent/tokens_mean": sum(len(t) for t in trajs) / n,
         "agent/observation_tokens_mean": sum(t.token_kinds().count("observation") for t in trajs) / n,
         "agent/tool_calls_mean": sum(t.info.get("num_tool_calls", 0) for t in trajs) / n,
+        "agent/context_tokens_mean": context_tokens(trajs),
     }
+
+
+def context_tokens(trajs: list[Trajectory]) -> float:
+    """Mean over all model turns of the tokens the model conditioned on when it sampled the turn."""
+    turns = [u.context_tokens for t in trajs for u in t.turns]
+    return sum(turns) / max(len(turns), 1)

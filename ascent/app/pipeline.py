@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import yaml
 
-from ascent.agents.collector import AgentCollector, pack_episodes
+from ascent.agents.collector import AgentCollector, pack_episodes, pack_rounds
 from ascent.agents.loop import AgentConfig
 from ascent.app.classic import train_classic
 from ascent.app.interrupt import StopRequested, check_stop, graceful_stop, stop_requested
@@ -129,6 +129,7 @@ def agent_loop(cfg: RunConfig) -> AgentConfig:
         max_turn_tokens=a.max_turn_tokens,
         max_total_tokens=a.max_total_tokens,
         stop_strings=tuple(a.stop_strings),
+        context=a.context,
         temperature=r.temperature,
         top_p=r.top_p,
         top_k=r.top_k,
@@ -186,6 +187,7 @@ def make_collector(run: Run, policy: Policy, engine: RolloutEngine) -> Optional[
         a.turn_rewards,
         a.igpo_template,
         run.cfg.train.micro_batch_size,
+        a.round_multiple or run.cfg.train.micro_batch_size,
     )
 
 
@@ -195,6 +197,8 @@ def make_demonstrations(run: Run, policy: Policy) -> Demonstrations:
     task, tok = run.task, policy.tokenizer
     if task.agent is not None:
         loop = replace(agent_loop(run.cfg), temperature=0.0)
+        if loop.context == "workspace":  # one imitation row per round, none dropped
+            return lambda rows, rng: pack_rounds(demonstrations(task.agent, rows, rng, tok, loop), rows, 1, tok)[0]
         return lambda rows, rng: pack_episodes(demonstrations(task.agent, rows, rng, tok, loop), rows, 1, tok)
     if task.teacher is None:
         raise RunDirError("the task has no teacher or 'answer' field to imitate; set warmstart.steps=0")

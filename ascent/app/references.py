@@ -187,7 +187,8 @@ SECTIONS = {
     "methods": (
         "Methods implemented in ascent",
         'Four papers call their method "EAPO"; ascent implements Exploration-Aware PO (`explore_group`),\n'
-        "Efficiency-Aware PO's round discount (`round_discount`, from IterResearch), and in part Experience-Augmented\n"
+        "Efficiency-Aware PO's round discount (`round_discount`, from IterResearch, with its workspace\n"
+        "reconstruction and adaptive downsampling as `agent.context=workspace`), and in part Experience-Augmented\n"
         "PO (explorer `replay`) and Evidence-Augmented PO (reward `evidence_rm`, its co-evolving scorer\n"
         "`evidence_lr`, explorer `evidence_tree`).",
     ),

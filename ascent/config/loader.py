@@ -501,6 +501,10 @@ def _check_agent(cfg: RunConfig) -> None:
         )
     if "{answer}" not in a.igpo_template:
         raise ConfigError(f"agent.igpo_template must contain {{answer}}, got {a.igpo_template!r}")
+    if a.round_multiple < 0:
+        raise ConfigError(f"agent.round_multiple must be >= 0 (0: train.micro_batch_size), got {a.round_multiple}")
+    if a.context == "workspace" and a.turn_rewards != "env":
+        raise ConfigError(f"agent.context=workspace needs agent.turn_rewards=env, got {a.turn_rewards!r}")
     task = task_piece(cfg.data)
     too_long = a.max_total_tokens > cfg.model.max_position_embeddings
     if task.name == "search_world" and cfg.model.source == "scratch" and too_long:

@@ -395,6 +395,14 @@ class AgentRunConfig:
     """IGPO: the text after the history whose {answer} tokens are scored."""
     stop_strings: list[str] = field(default_factory=lambda: ["</tool_call>", "</answer>"])
     """A model turn ends right after the first of these (besides the end-of-turn token); textworld: ["</action>"]."""
+    context: Literal["history", "workspace"] = "history"
+    """history: every turn sees the whole conversation so far; workspace: IterResearch's workspace reconstruction
+    (Chen et al., 2025, arXiv:2511.07327; `ascent.agents.workspace`): each round sees the question + the report the
+    policy keeps in `<report>...</report>` + the last action and observation, and each round is one training sample
+    (max_total_tokens then bounds each round). Turn rewards: env only; no resumed collection."""
+    round_multiple: int = 0
+    """context=workspace: the round samples of a step are downsampled to a multiple of this (EAPO's adaptive
+    downsampling; the paper's data-parallel size); 0: train.micro_batch_size."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,16 @@ from typing import Any, Optional
 from ascent.envs.base import Observation, StepResult
 from ascent.envs.retriever import BM25Retriever, Retriever
 from ascent.envs.tool_env import ToolEnv
-from ascent.envs.tools import CALL_CLOSE, CALL_OPEN, ToolCall, ToolSet, parse_tool_calls, tool
+from ascent.envs.tools import (
+    CALL_CLOSE,
+    CALL_OPEN,
+    REPORT_CLOSE,
+    REPORT_OPEN,
+    ToolCall,
+    ToolSet,
+    parse_tool_calls,
+    tool,
+)
 
 SYLLABLES = (
     "ka",
@@ -523,7 +532,16 @@ class OracleAgent:
         self.rng = random.Random(seed)
 
     def __call__(self, context: str) -> str:
-        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question), default=None)
+        """The next reply; in a reconstructed workspace (`agent.context=workspace`: the context holds a report
+        block) it starts with the updated report, the facts of every hop found so far (`report`)."""
+        action = self.act(context)
+        if REPORT_OPEN not in context:
+            return action
+        return f"{REPORT_OPEN}{self.report(context)}{REPORT_CLOSE}{action}"
+
+    def act(self, context: str) -> str:
+        """The next action: a tool call or an answer."""
+        q = self.question(context)
         if q is None:
             return "<answer>unknown</answer>"
         calls = [c for c in parse_tool_calls(context) if isinstance(c, ToolCall)]
@@ -531,11 +549,32 @@ class OracleAgent:
             return self.guess(q) if self.rng.random() < self.p_guess else self.search(q, 0)
         last = calls[-1]
         if last.name == "search":
-            hop = next(i for i, d in enumerate(q.evidence) if self.world.docs[d].title == last.arguments.get("query"))
-            repeat = calls.count(last) < 2 and self.rng.random() < self.p_redundant
+            hop = self.hop(q, last)
+            # a workspace shows the last call only: the hop's fact in the report says its search was seen already
+            first = (
+                fact(self.world, q, hop) not in _report(context) if REPORT_OPEN in context else calls.count(last) < 2
+            )
+            repeat = first and self.rng.random() < self.p_redundant
             return self.search(q, hop) if repeat else _call("open", doc_id=q.evidence[hop])
-        hop = q.evidence.index(last.arguments["doc_id"])
+        hop = self.hop(q, last)
         return self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
+
+    def question(self, context: str) -> Optional[Question]:
+        return max((q for q in self.questions if q.question in context), key=lambda q: len(q.question), default=None)
+
+    def hop(self, q: Question, call: ToolCall) -> int:
+        """The hop a tool call of this oracle's is about."""
+        if call.name == "search":
+            return next(i for i, d in enumerate(q.evidence) if self.world.docs[d].title == call.arguments.get("query"))
+        return q.evidence.index(call.arguments["doc_id"])
+
+    def report(self, context: str) -> str:
+        """The report after the context's last tool call: the fact sentence of each hop up to that call's."""
+        q = self.question(context)
+        calls = [c for c in parse_tool_calls(context) if isinstance(c, ToolCall)]
+        if q is None or not calls:
+            return ""
+        return " ".join(fact(self.world, q, h) for h in range(self.hop(q, calls[-1]) + 1))
 
     def search(self, q: Question, hop: int) -> str:
         return _call("search", query=self.world.docs[q.evidence[hop]].title)
@@ -550,6 +589,29 @@ class OracleAgent:
                 {e.attributes[q.path[-1]] for e in self.world.entities.values() if q.path[-1] in e.attributes}
             )
         return f"<answer>{self.rng.choice(pool)}</answer>"
+
+
+def evidence_sentence(text: str, answer: str) -> str:
+    """The sentence of `text` that states `answer` (the last one that contains it).
+
+    >>> evidence_sentence("Kalo is a pilot born in 1950 in Ulm. Kalo works for Vey Labs.", "Vey Labs")
+    'Kalo works for Vey Labs.'
+    """
+    sentences = [x.strip() for x in text.replace(". ", ".\n").splitlines() if x.strip()]
+    return next((x for x in reversed(sentences) if answer in x), sentences[-1] if sentences else "")
+
+
+def fact(world: SearchWorld, q: Question, hop: int) -> str:
+    """The sentence of hop `hop`'s document that names the next entity on the question's path (the answer at
+    the last hop)."""
+    target = world.docs[q.evidence[hop + 1]].title if hop + 1 < len(q.evidence) else q.answer
+    return evidence_sentence(world.docs[q.evidence[hop]].text, target)
+
+
+def _report(context: str) -> str:
+    """The report a workspace context carries (its last report block)."""
+    start = context.rfind(REPORT_OPEN) + len(REPORT_OPEN)
+    return context[start : context.find(REPORT_CLOSE, start)]
 
 
 def _call(name: str, **arguments: str) -> str:

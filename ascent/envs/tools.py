@@ -42,6 +42,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
+REPORT_OPEN, REPORT_CLOSE = "<report>", "</report>"
+"""The evolving report of a workspace-reconstructed episode (`agent.context=workspace`, IterResearch):
+the policy writes it in each turn, the next round's context carries it (`ascent.agents.workspace`)."""
 _CALL = re.compile(re.escape(CALL_OPEN) + r"(.*?)" + re.escape(CALL_CLOSE), re.DOTALL)
 _JSON_TYPES = {
     str: "string",

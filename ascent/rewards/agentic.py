@@ -548,23 +548,27 @@ def meta_tags(
     fidelity="reduced",
     departures=(
         (
-            "gamma^rounds x base is an inferred form (not in the abstract); adaptive downsampling and workspace "
-            "reconstruction are not part of it"
+            "round samples (agent.context=workspace): r_t = gamma^(T-t) R_T is ascent's reading of EAPO's geometric "
+            "discount; a whole-history episode gets gamma^rounds x base, ascent's own form for one sample per episode"
         ),
+        "R_T is any registered reward (default answer_em), not only the paper's 0/1 judge verdict",
     ),
 )
 def round_discount(
     prompts: list[str], completions: list[str], gamma: float = 0.9, reward: Matcher = "answer_em", **fields: Any
 ) -> Values:
-    """Efficiency-aware discount by rounds (IterResearch / EAPO, Chen et al., 2025, arXiv:2511.07327; form
-    gamma^T r inferred):
-    r = gamma ** rounds * base, base = the reward `reward` (default answer_em), rounds = the episode's
-    interaction rounds (model turns that an observation followed: turns - 1 for a finished episode, all of
-    them for a cut one; 0 for single-turn rows)."""
+    """Efficiency-aware discount by rounds (IterResearch / EAPO, Chen et al., 2025, arXiv:2511.07327).
+    A round sample of a workspace episode (`agent.context=workspace`: fields `agent_round` t, 1-based, and
+    `agent_rounds` T): r_t = gamma ** (T - t) * R, R = the episode's reward `reward` (default answer_em), so the
+    last round keeps R and a round k rounds before the end gets gamma^k R; shorter episodes give every round
+    more. A whole-history episode (one sample): r = gamma ** rounds * R, rounds = the model turns an observation
+    followed (turns - 1 for a finished episode, all of them for a cut one; 0 for single-turn rows)."""
     if not 0 < gamma <= 1:
         raise ValueError(f"round_discount needs 0 < gamma <= 1, got {gamma}")
     base = call_reward(reward, prompts, completions, fields)
     n = len(completions)
     turns, finish = _col(fields.get("agent_turns"), n), _col(fields.get("agent_finish_reason"), n)
     rounds = [0 if t is None else max(0, len(t) - (f == "done")) for t, f in zip(turns, finish)]
+    at, total = _col(fields.get("agent_round"), n), _col(fields.get("agent_rounds"), n)
+    rounds = [k if t is None or m is None else m - t for k, t, m in zip(rounds, at, total)]
     return [None if b is None else gamma**k * b for b, k in zip(base, rounds)]

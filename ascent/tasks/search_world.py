@@ -31,6 +31,7 @@ from ascent.envs.search_world import (
     SearchWorld,
     SearchWorldEnv,
     WorldConfig,
+    evidence_sentence,
     tokenizer_pieces,
 )
 from ascent.envs.tools import ToolCall, parse_tool_calls
@@ -138,10 +139,10 @@ class SearchingOracle(OracleAgent):
         super().__init__(*args, **kwargs)
         self.quote = quote
 
-    def __call__(self, context: str) -> str:
-        reply = super().__call__(context)
+    def act(self, context: str) -> str:
+        reply = super().act(context)
         calls = [c for c in parse_tool_calls(reply) if isinstance(c, ToolCall)]
-        q = max((q for q in self.questions if q.question in context), key=lambda q: len(q.question), default=None)
+        q = self.question(context)
         if q is not None and calls and calls[0].name == "open":
             hop = q.evidence.index(calls[0].arguments["doc_id"])
             reply = self.search(q, hop + 1) if hop + 1 < len(q.evidence) else f"<answer>{q.answer}</answer>"
@@ -149,16 +150,6 @@ class SearchingOracle(OracleAgent):
             quote = evidence_sentence(self.world.docs[q.evidence[-1]].text, q.answer)
             reply = f"{EVIDENCE_OPEN}{quote}{EVIDENCE_CLOSE} {reply}"
         return reply
-
-
-def evidence_sentence(text: str, answer: str) -> str:
-    """The sentence of `text` that states `answer` (the last one that contains it).
-
-    >>> evidence_sentence("Kalo is a pilot born in 1950 in Ulm. Kalo works for Vey Labs.", "Vey Labs")
-    'Kalo works for Vey Labs.'
-    """
-    sentences = [x.strip() for x in text.replace(". ", ".\n").splitlines() if x.strip()]
-    return next((x for x in reversed(sentences) if answer in x), sentences[-1] if sentences else "")
 
 
 class SearchWorlds:

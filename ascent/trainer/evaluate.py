@@ -26,7 +26,7 @@ import torch
 from ascent.agents.collector import Episodes, pack_episodes
 from ascent.agents.loop import AgentConfig, rollout
 from ascent.agents.token_check import check_trajectories
-from ascent.agents.trajectory import Trajectory
+from ascent.agents.trajectory import Trajectory, context_tokens
 from ascent.data.prompts import PromptEncoder
 from ascent.policy.model import Policy
 from ascent.rewards.runner import RewardRunner
@@ -62,12 +62,14 @@ def pass_ks(n: int) -> list[int]:
 
 
 def episode_stats(trajs: list[Trajectory]) -> dict[str, float]:
-    """tool_calls, turns, answer_rate and (when the environment reports `supported`) unsupported_answer_rate."""
+    """tool_calls, turns, answer_rate, context_tokens (per model turn: what the model conditioned on) and (when
+    the environment reports `supported`) unsupported_answer_rate."""
     n = max(len(trajs), 1)
     out = {
         "tool_calls": sum(t.info.get("num_tool_calls", 0) for t in trajs) / n,
         "turns": sum(len(t.turns) for t in trajs) / n,
         "answer_rate": sum("answer" in t.info for t in trajs) / n,
+        "context_tokens": context_tokens(trajs),
     }
     answered = [t for t in trajs if "answer" in t.info and "supported" in t.info]
     if answered:
