@@ -48,6 +48,9 @@ METRICS = (
     "same_as_k0",
 )
 
+LATE = ("policy_calls", "cached_cost", "wasted_policy_tokens", "mean_k")
+"""Also reported over the second half of each seed's episodes (`late_*`)."""
+
 
 def oracle_draft(task, p_guess: float, p_redundant: float, seed: int, open_docs: bool):
     """The scripted draft planner for one episode: the task's oracle (`SearchingOracle`, or `OracleAgent` with
@@ -151,6 +154,8 @@ def main() -> None:
                 for i, (traj, st) in enumerate(played[arm])
             ]
             rec = {k: round(statistics.mean(r[k] for r in recs), 4) for k in METRICS}
+            late = recs[len(recs) // 2 :]  # after the DSP chooser has learned from the first half
+            rec |= {f"late_{k}": round(statistics.mean(r[k] for r in late), 4) for k in LATE}
             results[arm] = rec | {"seed": seed, "arm": arm, "load": load()}
             print(json.dumps(results[arm]), flush=True)
         per_seed.append(results)
@@ -176,15 +181,17 @@ def summarize_arms(per_seed: list[dict[str, dict]], arms: list[str], args) -> di
         },
         "arms": {},
     }
+    every = METRICS + tuple(f"late_{k}" for k in LATE)
     for arm in arms:
         out["arms"][arm] = {
             k: {
                 "mean": round(statistics.mean(r[arm][k] for r in per_seed), 4),
                 "ci95": ci95([r[arm][k] for r in per_seed]),
             }
-            for k in METRICS
+            for k in every
         }
     keys = ("seconds", "policy_calls", "cost", "cached_cost", "wasted_policy_tokens", "accuracy")
+    keys += tuple(f"late_{k}" for k in LATE[:3])
     fixed = [a for a in arms if a.isdigit() and a != "0"]
     if "0" in arms:
         out["vs_k0"] = {a: paired_summary(per_seed, keys, arm=a, control="0") for a in arms if a != "0"}

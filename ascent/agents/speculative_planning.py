@@ -13,7 +13,8 @@ One episode (`plan_episode`), one round at a time, from the current state s_i:
    kept with probability p(x) (speculative sampling with a point-mass draft, Leviathan et al. 2023); at the
    first rejection the policy's own token is drawn from p with x removed (renormalised);
 4. fully accepted turns stand as they are (their environment steps already ran); from the first rejected turn
-   on, the speculation is discarded: the environment is rebuilt and the accepted turns replayed on it, and the
+   on, the speculation is discarded: the environment is rebuilt and the accepted turns replayed on it (so the
+   environment must be deterministic given the turns' texts, as `ascent.agents.acontinue` also assumes), and the
    policy's turn is finished by the rollout engine from the accepted tokens plus the corrected one;
 5. the chooser learns from the round (`KChooser.update`).
 
@@ -24,8 +25,9 @@ engine's incremental decode break differently in floating point (`benchmarks/age
 that differ). Sampled: each turn has exactly the policy's sampling distribution (temperature only; top-p/top-k are
 refused). The draft planner never changes what the agent does, only how long it takes and what it costs.
 
-The DSP chooser (`dsp`): a linear value V(s) = w . phi(s) over hashed features of the state (the question, the
-last assistant turn, the turn index) estimates how many consecutive drafted steps the policy will accept from s.
+The DSP chooser (`dsp`): a linear value V(s) = w . phi(s) over hashed features of the state (`state_features`: the
+question's lower-case words, the last assistant turn's first words, the turn index, and their pairs with the turn
+index) estimates how many consecutive drafted steps the policy will accept from s.
 Its TD target after a verified draft step is y_i = a_i (1 + gamma V(s_{i+1})) (a_i = 1 accepted, 0 rejected;
 0 after the episode ends), fitted online with the expectile loss |tau - 1[y < V]| (y - V)^2; k_i =
 clip(round(V(s_i)), k_min, k_max). tau is the one user knob: tau > 0.5 over-estimates the run (speculates
@@ -115,7 +117,7 @@ class DSPParams:
     """Smallest k it picks (>= 1 keeps learning everywhere: a state with k=0 yields no verified draft)."""
     k_max: int = 4
     """Largest k it picks."""
-    lr: float = 0.05
+    lr: float = 0.2
     """Step size of the online expectile regression (per update, on unit-norm features)."""
     gamma: float = 1.0
     """Discount of the TD target y = a (1 + gamma V(s'))."""
@@ -166,8 +168,9 @@ class DSPChooser(KChooser):
     paper=papers.DSP,
     fidelity="reduced",
     departures=(
-        "a linear regression over hashed bag-of-words features of the state (question, last turn, turn index) instead "
-        "of the paper's DistilBERT regressor: the search world's states are short templated texts",
+        "a linear regression over hashed words of the state (the question's lower-case words, the last turn's first "
+        "words, the turn index and their pairs with it) instead of the paper's DistilBERT regressor: the search "
+        "world's states are short templated texts",
         "updated synchronously after each verified round (normalised SGD on the expectile loss), not by a trainer "
         "in a separate asynchronous process: numpy updates of 257 weights take microseconds",
         "the TD target y = a (1 + gamma V(s')) with a = 1 for an accepted step is ascent's reading of the paper's "
@@ -179,17 +182,21 @@ def dsp_k(params: DSPParams = DSPParams()) -> KChooser:
 
 
 def state_features(traj: Trajectory, dims: int = 256) -> np.ndarray:
-    """Unit-norm hashed bag of words of the first user message, the last assistant turn and the turn index.
+    """Unit-norm hashed features of the state: the lower-case words of the first user message (capitalised words,
+    the names, are left out: they identify the question, not its kind), the first words of the last assistant turn
+    (which tool it called, or an answer) and the turn index, each alone and paired with the turn index.
 
-    >>> t = Trajectory([0], [0], [0.0], 1, [{"role": "user", "content": "Who?"}], None, 0)
+    >>> t = Trajectory([0], [0], [0.0], 1, [{"role": "user", "content": "Who is Kalo?"}], None, 0)
     >>> phi = state_features(t, 16)
     >>> phi.shape, round(float(phi @ phi), 6)
     ((16,), 1.0)
     """
     user = next((m["content"] for m in traj.messages if m["role"] == "user"), "")
     last = next((m["content"] for m in reversed(traj.messages) if m["role"] == "assistant"), "")
-    words = [f"q:{w}" for w in re.findall(r"[a-z]+", user.lower())]
-    words += [f"a:{w}" for w in re.findall(r"[a-z]+", last.lower())[:4]] + [f"turn:{len(traj.turns)}"]
+    turn = f"turn:{len(traj.turns)}"
+    words = [f"q:{w}" for w in re.findall(r"\b[a-z]+\b", user)]
+    words += [f"a:{w}" for w in re.findall(r"[a-z]+", last.lower())[:4]]
+    words += [turn] + [f"{turn}|{w}" for w in words]
     phi = np.zeros(dims)
     for w in words:
         phi[zlib.crc32(w.encode()) % dims] += 1.0
