@@ -237,6 +237,8 @@ WITH_PARAMS = {
     "q_evolve",
     "spa",
     "relax",
+    "soar",
+    "duration_aware",
 }
 NEED_A_VALUE = {"prm": "path is required"}  # a piece that cannot run without a file names it in its error
 
