@@ -14,10 +14,14 @@ Critics (`ascent/rewards/firm.py`, `reward:edit_critic`), trained per seed befor
 consistency (share of the other positions left unchanged); each is an `EditCritic` saved to a folder and scored
 from it. GRPO (16 edits x 8 samples per step, Adam) from the same initial table and seed, with
   - `sum`: execution critic + consistency critic (the unmodulated sum), or
-  - `cme`: `reward:base_and_bonus(base=execution critic, bonus=consistency critic, alpha)` = E (alpha + (1-alpha) C).
+  - `cme<alpha>`: `reward:base_and_bonus(base=execution critic, bonus=consistency critic, alpha)`
+    = E (alpha + (1 - alpha) C), for each alpha of --alphas (default 0.5, base_and_bonus's default, and 0, the
+    plain product);
+  - with --oracle, also `sum_true` and `cme0.5_true`: the same combinations on the true metrics (no critic error).
 Measured on 200 held-out edits with 16 samples each (a fixed generator), with the true metrics: execution,
 consistency and the exact-edit rate; and the critics' mean absolute error against the true metrics on the
-initial policy's edits. Prints a JSON line per seed and paired differences cme - sum with 95% t-intervals.
+initial policy's and on each trained policy's edits. Prints a JSON line per seed and paired differences cme - sum
+with 95% t-intervals.
 """
 
 from __future__ import annotations
@@ -112,7 +116,7 @@ def train_critics(seed: int, folder: Path) -> dict[str, str]:
     scores = [metrics(s, a, b, o) for (s, a, b), o in zip(rows, outs)]
     paths = {}
     for k, criterion in enumerate(("execution", "consistency")):
-        critic = firm.EditCritic(VOCAB, max_instruction=4, max_len=N)
+        critic = firm.EditCritic(VOCAB, max_instruction=4, max_len=N, seed=seed)
         srcs, ins = [text(s) for s, _, _ in rows], [instruction(a, b) for _, a, b in rows]
         loss = firm.fit_critic(critic, srcs, ins, [text(o) for o in outs], [sc[k] for sc in scores], seed=seed)
         paths[criterion] = str(firm.save_critic(critic, folder / criterion, criterion, {"train_loss": loss}))
@@ -159,7 +163,7 @@ def evaluate(theta: dict, test: list, seed: int, critics: dict, k: int = 16) -> 
     }
 
 
-def run_seed(seed: int, steps: int, lr: float, alpha: float) -> dict:
+def run_seed(seed: int, steps: int, lr: float, alphas: list[float], oracle: bool = False) -> dict:
     rng = random.Random(seed)
     train, test = edits(rng, 600), edits(rng, 200)
     theta0 = prior(seed)
@@ -171,11 +175,35 @@ def run_seed(seed: int, steps: int, lr: float, alpha: float) -> dict:
         def plain_sum(prompts, outs, **fields):
             return [x + y for x, y in zip(ex(prompts, outs, **fields), co(prompts, outs, **fields))]
 
-        def cme(prompts, outs, **fields):
-            return base_and_bonus(prompts, outs, base=ex, bonus=co, alpha=alpha, **fields)
+        def cme(alpha: float):
+            return lambda prompts, outs, **fields: base_and_bonus(
+                prompts, outs, base=ex, bonus=co, alpha=alpha, **fields
+            )
 
+        def true_metric(k: int):
+            def fn(prompts, outs, source, instruction, **_):
+                ws = [i.split() for i in instruction]
+                return [
+                    metrics(
+                        [VOCAB.index(w) for w in s.split()],
+                        VOCAB.index(w[1]),
+                        VOCAB.index(w[3]),
+                        [VOCAB.index(w) for w in o.split()],
+                    )[k]
+                    for s, w, o in zip(source, ws, outs)
+                ]
+
+            return fn
+
+        arms = [("sum", plain_sum)] + [(f"cme{a:g}", cme(a)) for a in alphas]
+        if oracle:  # the same two combinations on the true metrics instead of the critics
+            te, tc = true_metric(0), true_metric(1)
+            arms += [
+                ("sum_true", lambda p, o, **f: [x + y for x, y in zip(te(p, o, **f), tc(p, o, **f))]),
+                ("cme0.5_true", lambda p, o, **f: base_and_bonus(p, o, base=te, bonus=tc, alpha=0.5, **f)),
+            ]
         out = {"seed": seed, "init": evaluate(theta0, test, seed, critics)}
-        for name, fn in (("sum", plain_sum), ("cme", cme)):
+        for name, fn in arms:
             out[name] = evaluate(grpo(theta0, fn, train, steps, seed, lr), test, seed, critics)
     return out
 
@@ -185,16 +213,25 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=60, help="GRPO updates of 16 edits x 8 samples")
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--alpha", type=float, default=0.5, help="base_and_bonus's share of the base kept without bonus")
+    ap.add_argument("--alphas", default="0.5,0", help="CME arms: base_and_bonus's share of the base kept without bonus")
+    ap.add_argument("--oracle", action="store_true", help="also sum and CME (alpha 0.5) on the true metrics")
     args = ap.parse_args()
     torch.set_num_threads(1)
     print_machine()
+    alphas = [float(a) for a in args.alphas.split(",")]
     rows = []
     for seed in range(args.seeds):
-        rows.append(run_seed(seed, args.steps, args.lr, args.alpha))
+        rows.append(run_seed(seed, args.steps, args.lr, alphas, args.oracle))
         print(json.dumps(rows[-1]), flush=True)
     keys = ("execution", "consistency", "exact")
-    summary = paired_summary(rows, keys, arm="cme", control="sum", shown=("init", "sum", "cme"))
+    summary = {
+        f"cme{a:g} - sum": paired_summary(
+            rows, keys, arm=f"cme{a:g}", control="sum", shown=("init", "sum", f"cme{a:g}")
+        )
+        for a in alphas
+    }
+    if args.oracle:
+        summary["cme0.5_true - sum_true"] = paired_summary(rows, keys, arm="cme0.5_true", control="sum_true")
     print(json.dumps({"summary": summary, "load_at_end": load()}), flush=True)
 
 

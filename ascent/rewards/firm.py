@@ -41,21 +41,26 @@ def words(text: str) -> list[str]:
 class EditCritic(torch.nn.Module):
     """score(source, instruction, output) in (0, 1): mean over aligned positions of an MLP on one-hot
     (source_i, output_i, instruction words by position), then a linear head and a sigmoid. Positions past the
-    shorter of source and output see PAD on the missing side, so a dropped or added word is visible."""
+    shorter of source and output see PAD on the missing side, so a dropped or added word is visible. The initial
+    weights are drawn from `seed` alone."""
 
-    def __init__(self, vocab: Sequence[str], max_instruction: int = 4, max_len: int = 16, hidden: int = 64) -> None:
+    def __init__(
+        self, vocab: Sequence[str], max_instruction: int = 4, max_len: int = 16, hidden: int = 64, seed: int = 0
+    ) -> None:
         super().__init__()
         self.vocab = [PAD, UNK] + [w for w in vocab if w not in (PAD, UNK)]
         self.index = {w: i for i, w in enumerate(self.vocab)}
         self.max_instruction, self.max_len, self.hidden = max_instruction, max_len, hidden
         v = len(self.vocab)
-        self.mlp = torch.nn.Sequential(
-            torch.nn.Linear(v * (2 + max_instruction), hidden),
-            torch.nn.ReLU(),
-            torch.nn.Linear(hidden, hidden),
-            torch.nn.ReLU(),
-        )
-        self.head = torch.nn.Linear(hidden, 1)
+        with torch.random.fork_rng(devices=[]):  # the initial weights depend on `seed` only, not on the global RNG
+            torch.manual_seed(seed)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(v * (2 + max_instruction), hidden),
+                torch.nn.ReLU(),
+                torch.nn.Linear(hidden, hidden),
+                torch.nn.ReLU(),
+            )
+            self.head = torch.nn.Linear(hidden, 1)
 
     def _ids(self, ws: list[str], n: int) -> list[int]:
         ids = [self.index.get(w, 1) for w in ws[:n]]

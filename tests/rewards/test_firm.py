@@ -88,3 +88,14 @@ def test_bad_critic_folder_is_a_one_line_error(tmp_path):
     (tmp_path / firm.META_FILE).write_text('{"format": "other"}')
     with pytest.raises(ConfigError, match="not an ascent-edit-critic v1 manifest"):
         firm.load_critic(tmp_path)
+
+
+def test_initial_weights_depend_on_the_seed_only():
+    torch.manual_seed(1)
+    a = firm.EditCritic(VOCAB, 4, 4, 8, seed=3)
+    torch.manual_seed(2)  # a different global RNG state: the same weights
+    b = firm.EditCritic(VOCAB, 4, 4, 8, seed=3)
+    c = firm.EditCritic(VOCAB, 4, 4, 8, seed=4)
+    sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
