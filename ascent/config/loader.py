@@ -519,6 +519,13 @@ def _check_learner(cfg: RunConfig) -> None:
     n, timeout = cfg.learner.world_size, cfg.learner.timeout_s
     if n < 1 or timeout <= 0:
         raise ConfigError(f"learner.world_size must be >= 1 and learner.timeout_s > 0, got {n} and {timeout}")
+    if cfg.learner.shard not in ("none", "fsdp2"):
+        raise ConfigError(f"learner.shard must be 'none' or 'fsdp2', got {cfg.learner.shard!r}")
+    if cfg.learner.shard == "fsdp2":
+        raise ConfigError(
+            "learner.shard=fsdp2: FSDP2 sharding (ascent.trainer.fsdp) is not wired into the RL learner yet, whose "
+            "rank 0 runs forwards alone (rollout, KL monitor, evaluation); use learner.shard=none (docs/runtime.md)"
+        )
     if n > 1 and (cfg.classic is not None or cfg.co is not None):
         kind = "classic" if cfg.classic is not None else "co"
         raise ConfigError(

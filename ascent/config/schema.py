@@ -502,6 +502,10 @@ class LearnerConfig:
     NCCL on GPU: rank r uses cuda:r), so a step equals the one-process step up to float rounding."""
     timeout_s: float = 600.0
     """Process-group timeout: a collective that waits longer than this (a rank hung or gone) fails the run."""
+    shard: str = "none"
+    """"none": every rank holds the whole model and optimizer state. "fsdp2": FSDP2 (`fully_shard`) sharding of
+    parameters, gradients and optimizer state over the ranks; its mechanics are in `ascent.trainer.fsdp`
+    (tested on CPU/gloo) but the RL learner does not use them yet, so the option is refused at load."""
     adaptive_threads: bool = False
     """CPU, one learner process: run each update with one torch thread fewer while another process competes
     for the cores (seen in this process's scheduler statistics), probing the full count again now and then

@@ -14,7 +14,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from ascent.config import load_config
 from ascent.trainer.fsdp import full_state, load_full_state, optimizer_state_numel, shard_model, sum_scale
+from ascent.typed import ConfigError
 
 ROWS, T, VOCAB = 6, 12, 64
 
@@ -140,3 +142,11 @@ def test_resume_from_the_full_checkpoint(sharded):
     step(single, opt1, batch(2))
     for k, v in m.state_dict().items():
         torch.testing.assert_close(single.state_dict()[k], v, rtol=1e-5, atol=1e-6)
+
+
+def test_learner_shard_option_is_checked():
+    assert load_config("default", ["learner.shard=none"]).learner.shard == "none"
+    with pytest.raises(ConfigError, match=r"^learner.shard=fsdp2: FSDP2 sharding .* not wired into the RL learner"):
+        load_config("default", ["learner.world_size=2", "learner.shard=fsdp2"])
+    with pytest.raises(ConfigError, match=r"^learner.shard must be 'none' or 'fsdp2', got 'zero3'"):
+        load_config("default", ["learner.shard=zero3"])
