@@ -334,7 +334,7 @@ class RPG:
         self.opts["alpha"].zero_grad(set_to_none=True)
         a_loss.backward()
         self.opts["alpha"].step()
-        return {"loss/policy": float(loss), "loss/posterior_nll": float(nll), "loss/entropy": alpha}
+        return {"loss/policy": loss.item(), "loss/posterior_nll": nll.item(), "loss/entropy": alpha}
 
     def update_latent_policy(self) -> dict[str, float]:
         """Q_z(h_0) toward the imagined value of every latent from replayed episode starts (the ent_z term aside)."""
@@ -352,7 +352,7 @@ class RPG:
             target = v.min(-1).values.view(-1, K)  # (B, K)
         loss = (self.latent_q(h0) - target).pow(2).mean()
         self.step_opt("latent", self.latent_q, loss)
-        return {"loss/latent_q": float(loss)}
+        return {"loss/latent_q": loss.item()}
 
     def step_opt(self, name: str, module: nn.Module, loss: torch.Tensor) -> None:
         self.opts[name].zero_grad(set_to_none=True)
