@@ -451,6 +451,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         "learner_step_s": args.learner_step_s,
         "sync_s": args.sync_s,
         "learner_ranks": args.learner_ranks,
+        "learner_params": args.learner_params,
+        "learner_shard": args.learner_shard,
     }
     return plan_command(args.run_dir, overrides, args.max_staleness, args.json)
 
@@ -586,6 +588,10 @@ def parser() -> argparse.ArgumentParser:
         ("--learner-ranks", "learner processes (learner.world_size) the learner step time was measured with"),
     ]:
         pl.add_argument(flag, type=float, help=f"{text} (overrides the run's)")
+    pl.add_argument("--learner-params", type=int, help="trainable parameters: prints the learner memory per rank")
+    pl.add_argument(
+        "--learner-shard", choices=["none", "fsdp2"], help="learner.shard for the memory line (overrides the run's)"
+    )
     pl.add_argument(
         "--max-staleness", type=int, help="evaluate this ray.max_staleness instead of the one each worker count needs"
     )

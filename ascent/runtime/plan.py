@@ -54,6 +54,10 @@ class Measurements:
     """T_sync: seconds to get a new version's weights into a worker."""
     learner_ranks: int = 1
     """Learner processes (learner.world_size) that T_learn was measured with."""
+    learner_params: int = 0
+    """Trainable parameters of the learner's model (0: unknown, no memory line)."""
+    learner_shard: str = "none"
+    """learner.shard: "none" (every rank holds everything) or "fsdp2" (weights, gradients, moments / ranks)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,18 @@ class Row:
     learner_busy: float
     processes: int = 0
     """Processes the layout runs: the learner ranks (rank 0 is the driver) plus the rollout workers."""
+
+
+def learner_memory(params: int, ranks: int, shard: str, bytes_per_value: int = 4) -> dict[str, int]:
+    """Bytes per learner rank of fp32 weights, gradients and AdamW's two moments for `params` trainable parameters:
+    all of them on every rank with learner.shard=none (data parallelism replicates), 1/ranks of each with fsdp2
+    (dim-0 shards, `ascent.trainer.fsdp`; measured exactly half of the AdamW state on 2 ranks). Activations and
+    FSDP2's transiently gathered layer are not counted."""
+    share = ranks if shard == "fsdp2" else 1
+    per = math.ceil(params / share) * bytes_per_value
+    out = {"weights": per, "gradients": per, "optimizer": 2 * per}
+    out["total"] = sum(out.values())
+    return out
 
 
 def step_seconds(m: Measurements, workers: int, max_staleness: int) -> float:
@@ -142,6 +158,7 @@ def plan_command(
         cfg = config_from_dict(yaml.safe_load((Path(run_dir) / "config.yaml").read_text()))
         found["samples_per_step"] = cfg.train.prompts_per_step * cfg.rollout.samples_per_prompt
         found["learner_ranks"] = cfg.learner.world_size
+        found["learner_shard"] = cfg.learner.shard
     found.update({k: v for k, v in overrides.items() if v is not None})
     found.setdefault("sync_s", 0.0)
     missing = [k for k in ("samples_per_step", "worker_batch_s", "learner_step_s") if k not in found]
@@ -158,6 +175,8 @@ def plan_command(
         float(found["learner_step_s"]),
         float(found["sync_s"]),
         int(found.get("learner_ranks") or 1),
+        int(found.get("learner_params") or 0),
+        str(found.get("learner_shard") or "none"),
     )
     rows = table(m, max_staleness)
     if as_json:
@@ -166,6 +185,11 @@ def plan_command(
                 {
                     "measurements": asdict(m),
                     "workers_needed": workers_needed(m),
+                    "learner_memory_bytes": (
+                        learner_memory(m.learner_params, m.learner_ranks, m.learner_shard)
+                        if m.learner_params > 0
+                        else None
+                    ),
                     "rows": [asdict(r) for r in rows],
                     "assumptions": ASSUMPTIONS,
                 },
@@ -201,6 +225,15 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
         lines.append(
             f"with ray.max_staleness={max_staleness} the staleness window binds: "
             f"step >= {step_seconds(m, need, max_staleness):.3f} s whatever the workers"
+        )
+    if m.learner_params > 0:
+        mem = learner_memory(m.learner_params, m.learner_ranks, m.learner_shard)
+        gib = {k: v / 2**30 for k, v in mem.items()}
+        lines.append(
+            f"learner memory per rank (fp32, AdamW, learner.shard={m.learner_shard}, {m.learner_ranks} "
+            f"rank{'s' if m.learner_ranks > 1 else ''}): weights {gib['weights']:.2f} + gradients "
+            f"{gib['gradients']:.2f} + optimizer state {gib['optimizer']:.2f} = {gib['total']:.2f} GiB, "
+            "activations not counted"
         )
     lines += ["", "assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return "\n".join(lines)

@@ -66,6 +66,8 @@ def test_plan_command_reads_a_run_directory(tmp_path, capsys):
         "learner_step_s": 0.5,
         "sync_s": 0.1,
         "learner_ranks": 2,
+        "learner_params": 0,
+        "learner_shard": "none",
     }  # step 1 (start-up) left out
     assert out["workers_needed"] == 5 and out["rows"][0] == {
         "workers": 1,
@@ -84,3 +86,16 @@ def test_plan_command_reads_a_run_directory(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"][0]["processes"] == 2
     assert main(["plan", "--worker-batch-s", "1"]) == 2
     assert "needs samples_per_step, learner_step_s" in capsys.readouterr().err
+
+
+def test_learner_memory_per_rank_counts_fsdp2_shards(capsys):
+    from ascent.runtime.plan import learner_memory
+
+    whole = learner_memory(1000, 2, "none")
+    assert whole == {"weights": 4000, "gradients": 4000, "optimizer": 8000, "total": 16000}
+    assert learner_memory(1000, 2, "fsdp2")["total"] == 8000  # the 2-rank test measured exactly half the moments
+    assert learner_memory(1001, 4, "fsdp2")["optimizer"] == 2 * 251 * 4
+    argv = ["--samples-per-step", "8", "--worker-batch-s", "2", "--learner-step-s", "1", "--learner-ranks", "2"]
+    assert main(["plan", *argv, "--learner-params", str(2**28), "--learner-shard", "fsdp2"]) == 0
+    out = capsys.readouterr().out
+    assert "learner.shard=fsdp2, 2 ranks): weights 0.50 + gradients 0.50 + optimizer state 1.00 = 2.00 GiB" in out
