@@ -27,11 +27,13 @@ def test_every_task_module_registers_itself():
         "gsm_symbolic",
         "hf",
         "jsonl",
+        "needle",
         "opt_modelling",
         "search_world",
         "sql_world",
         "textworld",
         "word_problems",
+        "workflow",
     ]
     for entry in TASKS.entries():
         assert entry.description, entry.name
