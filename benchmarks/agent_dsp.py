@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ci95, load, paired_summary, print_machine  # noqa: E402
+from benchmarks.common import ci95, frozen_agent, load, paired_summary, print_machine  # noqa: E402
 
 METRICS = (
     "seconds",
@@ -111,20 +111,10 @@ def main() -> None:
     from dataclasses import replace
 
     from ascent.agents.speculative_planning import SPECULATION_K, SpeculativePlanner
-    from ascent.app.pipeline import agent_loop, new_policy
-    from ascent.config.loader import load_config
-    from ascent.rollout import make_engine
-    from ascent.tasks.base import load_task
-    from ascent.trainer.checkpoint import load_weights
 
     print_machine()
-    cfg = load_config(args.recipe, ["threads=1"])
-    task = load_task(cfg.data, cfg.seed)
-    policy = new_policy(cfg, task)
-    load_weights(policy.model, Path(args.warmstart))
-    policy.model.eval()
-    engine = make_engine(cfg.rollout, precision="model")
-    loop = replace(agent_loop(cfg), temperature=args.temperature)
+    _, task, policy, engine, frozen_loop = frozen_agent(args.recipe, args.warmstart)
+    loop = replace(frozen_loop, temperature=args.temperature)
     fixed = [a.strip() for a in args.arms.split(",") if a.strip() and a.strip() != "dsp"]
     specs = {a: f"fixed(k={int(a)})" for a in fixed}
     specs |= {d.replace(" ", ""): d for d in (args.dsp if "dsp" in args.arms.split(",") else [])}

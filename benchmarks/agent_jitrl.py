@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ci95, load, print_machine  # noqa: E402
+from benchmarks.common import ci95, frozen_agent, load, print_machine  # noqa: E402
 
 
 def main() -> None:
@@ -52,20 +52,10 @@ def main() -> None:
     from dataclasses import replace
 
     from ascent.agents.jitrl import JitRL, JitRLParams
-    from ascent.app.pipeline import agent_loop, new_policy
-    from ascent.config.loader import load_config
-    from ascent.rollout import make_engine
-    from ascent.tasks.base import load_task
-    from ascent.trainer.checkpoint import load_weights
 
     print_machine()
-    cfg = load_config(args.recipe, ["threads=1"])
-    task = load_task(cfg.data, cfg.seed)
-    policy = new_policy(cfg, task)
-    load_weights(policy.model, Path(args.warmstart))
-    policy.model.eval()
-    engine = make_engine(cfg.rollout, precision="model")
-    loop = agent_loop(cfg)
+    _, task, policy, engine, frozen_loop = frozen_agent(args.recipe, args.warmstart)
+    loop = frozen_loop
     over = {
         k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
         for k, v in (s.split("=", 1) for s in args.set)

@@ -138,3 +138,20 @@ def paired_summary(
             "ci95": ci95(diffs),
         }
     return out
+
+
+def frozen_agent(recipe: str, warmstart: str | Path):
+    """An agent recipe's policy loaded from a warm start and frozen, with its task, engine and agent loop, one
+    torch thread: (cfg, task, policy, engine, loop), for benchmarks that compare agents around a fixed policy."""
+    from ascent.app.pipeline import agent_loop, new_policy
+    from ascent.config.loader import load_config
+    from ascent.rollout import make_engine
+    from ascent.tasks.base import load_task
+    from ascent.trainer.checkpoint import load_weights
+
+    cfg = load_config(recipe, ["threads=1"])
+    task = load_task(cfg.data, cfg.seed)
+    policy = new_policy(cfg, task)
+    load_weights(policy.model, Path(warmstart))
+    policy.model.eval()
+    return cfg, task, policy, make_engine(cfg.rollout, precision="model"), agent_loop(cfg)
