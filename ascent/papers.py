@@ -228,6 +228,7 @@ EAPO_EXPLORATION = Paper(
     2026,
     "Learning to Explore: Scaling Agentic Reasoning via Exploration-Aware Policy Optimization (ICML 2026)",
     "arXiv:2605.08978",
+    note="`algorithm.advantage=explore_group(step_coef=c)` with `agent.turn_rewards=eapo` (`eapo_turn_rewards`)",
 )
 EAPO_EVIDENCE = Paper(
     "EAPO (Evidence-Augmented)",

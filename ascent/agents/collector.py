@@ -5,7 +5,9 @@ turns of any trajectory in the batch, at least 1):
 
 - `turn_index` (N, T) long: the 0-based model turn each sampled token belongs to, -1 elsewhere;
 - `turn_rewards` (N, M) float32: each turn's reward, the environment's step reward (`agent.turn_rewards=env`),
-  IGPO's information gain (`igpo`) or RLVMR's tag score (`meta_tags`), NaN where the trajectory has no such turn;
+  IGPO's information gain (`igpo`), Exploration-Aware PO's exploration reward (`eapo`: the variational information
+  gain of each exploratory turn, 0 on task turns) or RLVMR's tag score (`meta_tags`), NaN where the trajectory has
+  no such turn;
 - `turn_kind` (N, M) long: 1 = exploratory action (a tool call), 0 = task action (final answer,
   environment action), -1 = no turn;
 - `turn_prefix` (N, M) long: a 63-bit hash of the trajectory's ids up to the end of turn t (its sampled
@@ -14,7 +16,7 @@ turns of any trajectory in the batch, at least 1):
   `info["duration"]` over its steps (0 where it reports none; `duration_aware` weights by it).
 
 Reward functions receive each row's fields (minus `prompt`) plus the packed `agent_*` fields
-(`ascent.agents.trajectory.pack_trajectories`), and `agent_answer_probs` with igpo.
+(`ascent.agents.trajectory.pack_trajectories`), and `agent_answer_probs` with igpo and eapo.
 
 With `agent.context=workspace` (IterResearch) a batch row is one round of an episode (`pack_rounds`): its ids are
 the round's reconstructed workspace and the turn sampled on it, its fields the episode's (so a reward judges the
@@ -212,10 +214,11 @@ class AgentCollector:
     """Episodes per row (rollout.samples_per_prompt): the GRPO group."""
     turn_rewards: str = "env"
     """env: the environment's step rewards; igpo: information gains (`ascent.rewards.agentic.igpo_turn_rewards`);
+    eapo: Exploration-Aware PO's variational exploration reward (`ascent.rewards.agentic.eapo_turn_rewards`);
     meta_tags: RLVMR's per-turn tag scores (`ascent.rewards.agentic.meta_turn_rewards`)."""
     igpo_template: str = "<answer>{answer}</answer>"
     micro_batch_size: int = 32
-    """Probe sequences per forward (igpo)."""
+    """Probe sequences per forward (igpo, eapo)."""
     round_multiple: int = 1
     """agent.context=workspace: round samples per batch are downsampled to a multiple of this (EAPO's adaptive
     downsampling; the data-parallel size in the paper, the micro-batch size in ascent's recipes)."""
@@ -282,8 +285,8 @@ class AgentCollector:
         """`n` trajectories per row (row-major) as the round's batch with its turn extras."""
         batch = pack_episodes(trajs, rows, self.n, self.policy.tokenizer, indices)
         rewards = [[u.reward for u in t.turns] for t in trajs]
-        if self.turn_rewards == "igpo":
-            from ascent.rewards.agentic import igpo_turn_rewards
+        if self.turn_rewards in ("igpo", "eapo"):
+            from ascent.rewards.agentic import eapo_turn_rewards, igpo_turn_rewards
 
             probs = answer_probs(
                 self.policy.model,
@@ -293,7 +296,10 @@ class AgentCollector:
                 self.policy.tokenizer,
                 self.micro_batch_size,
             )
-            rewards = [igpo_turn_rewards(p, [u.reward for u in t.turns]) for p, t in zip(probs, trajs)]
+            if self.turn_rewards == "igpo":
+                rewards = [igpo_turn_rewards(p, [u.reward for u in t.turns]) for p, t in zip(probs, trajs)]
+            else:
+                rewards = [eapo_turn_rewards(p, [turn_kind(u) for u in t.turns]) for p, t in zip(probs, trajs)]
             for f, p in zip(batch.fields, probs):
                 f["agent_answer_probs"] = p
         elif self.turn_rewards == "meta_tags":

@@ -345,7 +345,8 @@ class ExploreGroupParams:
 
     step_coef: float = 0.0
     """A turn's return is the outcome plus this x its step reward, extras turn_rewards (Exploration-Aware PO,
-    Hua et al. 2026, arXiv:2605.08978; 0: the outcome only)."""
+    Hua et al. 2026, arXiv:2605.08978; 0: the outcome only; with `agent.turn_rewards=eapo` the step reward is the
+    paper's exploration reward)."""
 
 
 @ADVANTAGES.register(
@@ -355,8 +356,14 @@ class ExploreGroupParams:
     fidelity="reduced",
     departures=(
         (
-            "exploration-aware grouping only: the variational-inference exploration reward is not implemented (a step "
-            "reward can enter as `step_coef` x extras turn_rewards, 0 by default)"
+            "the variational exploration reward is ascent's reading of the paper (its method section was not at "
+            "hand, only the abstract): `agent.turn_rewards=eapo` gives each exploratory turn "
+            "log q(a*|h_t+1) - log q(a*|h_t), the Barber-Agakov bound of the information its observation carries "
+            "about the gold answer a* with the policy as the variational posterior q (`eapo_turn_rewards`)"
+        ),
+        (
+            "the reward enters as `step_coef` x extras turn_rewards beside the outcome (0 by default: the grouping "
+            "alone); q is the policy's geometric-mean per-token probability of `<answer>a*</answer>` (IGPO's probe)"
         ),
         "exploratory turns are the tool-call turns",
     ),
@@ -369,14 +376,15 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
     the rounds discount) or Experience-Augmented PO (Lu et al., 2026), the three other papers named EAPO.
     Each turn is one sample with return
     R_t = r + params.step_coef * f_t (r the trajectory's outcome, f_t = extras['turn_rewards'], NaN
-    as 0; the coefficient is 0 by default, where the paper's information-gain reward for exploration would
-    enter). Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
+    as 0; the coefficient is 0 by default). The paper's exploration reward: `agent.turn_rewards=eapo` makes f_t the
+    variational information gain of exploratory turn t (`ascent.rewards.agentic.eapo_turn_rewards`), 0 on task
+    turns. Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
     the task turns (turn_kind 0: answers, environment actions) another; A_t = (R_t - mean_pool R) /
     (std_pool R + std_eps), std unbiased over the pool's turns (flat pools get 0). So a trajectory weighs
     in each pool by how many turns of that kind it has, and how well exploration paid off is judged only
     against other exploration, never against the answers, whose returns have another distribution: the
     advantages of one kind do not change when the other kind's returns do. Turns with kind -1 get 0.
-    Only the grouping of EAPO (not its variational reward). Needs extras turn_index and turn_kind
+    Needs extras turn_index and turn_kind
     (+ turn_rewards when the coefficient is not 0).
     """
     name = "explore_group"

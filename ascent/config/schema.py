@@ -385,14 +385,16 @@ class AgentRunConfig:
     """Tokens the model may sample in one turn."""
     max_total_tokens: int = 1024
     """Tokens per trajectory: prompt, turns, template pieces and observations (keep <= the model's positions)."""
-    turn_rewards: Literal["env", "igpo", "meta_tags"] = "env"
+    turn_rewards: Literal["env", "igpo", "eapo", "meta_tags"] = "env"
     """What extras['turn_rewards'] holds: the environment's step rewards, IGPO information gains (Wang et
     al., 2025, arXiv:2510.14967: the increase of the policy's probability of the gold answer after each turn;
-    the final turn keeps its step reward; one extra forward per turn, fills fields['agent_answer_probs']), or
+    the final turn keeps its step reward; one extra forward per turn, fills fields['agent_answer_probs']),
+    Exploration-Aware PO's exploration reward (Hua et al., 2026, arXiv:2605.08978; `eapo`: log q_{t+1} - log q_t of
+    the same probe on exploratory turns, 0 on task turns; with `algorithm.advantage=explore_group(step_coef=c)`), or
     RLVMR's per-turn meta-reasoning tag scores (Zhang et al., 2025, arXiv:2507.22844; `<plan>`, `<explore>`,
     `<reflect>`, 0 for an untagged turn), credited to the tagged turn by a turn-level estimator."""
     igpo_template: str = "<answer>{answer}</answer>"
-    """IGPO: the text after the history whose {answer} tokens are scored."""
+    """IGPO and EAPO (`turn_rewards=igpo|eapo`): the text after the history whose {answer} tokens are scored."""
     stop_strings: list[str] = field(default_factory=lambda: ["</tool_call>", "</answer>"])
     """A model turn ends right after the first of these (besides the end-of-turn token); textworld: ["</action>"]."""
     context: Literal["history", "workspace"] = "history"

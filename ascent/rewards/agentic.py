@@ -10,7 +10,7 @@ batches (`ascent.agents.collector.pack_episodes`) give every reward, per episode
   `num_tool_calls`, `docs_retrieved`, `docs_opened`, `evidence_recall`, ...);
 - `agent_turn_texts`: each model turn's text; `agent_turn_infos`: each step's info;
 - `agent_turns`: each turn's sampled span; `agent_finish_reason`: done | max_turns | max_tokens;
-- `agent_answer_probs` (with `agent.turn_rewards=igpo`): the policy's probability of the gold answer
+- `agent_answer_probs` (with `agent.turn_rewards=igpo` or `eapo`): the policy's probability of the gold answer
   after the prompt and after each observation (`ascent.agents.collector.answer_probs`).
 
 A final answer is `agent_info["answer"]` when the environment reports it, else the `<answer>...</answer>`
@@ -405,6 +405,39 @@ def igpo_turn_rewards(probs: list[Optional[float]], step_rewards: list[float]) -
         probs[t + 1] - probs[t] if probs[t] is not None and probs[t + 1] is not None else float(r)
         for t, r in enumerate(step_rewards)
     ]
+
+
+EAPO_FLOOR = 1e-6
+"""`eapo_turn_rewards`: probabilities are floored here before the log, so a gain is finite (at most -log floor)."""
+
+
+def eapo_turn_rewards(probs: list[Optional[float]], kinds: list[int], floor: float = EAPO_FLOOR) -> list[float]:
+    """Exploration-Aware PO's exploration reward (Hua et al., 2026, arXiv:2605.08978) of one episode, ascent's
+    reading of the paper's variational-inference reward: an exploratory turn t (kind 1: a tool call) followed by an
+    observation earns the variational estimate of the information its observation o_t carries about the
+    task-completion action a* (the gold answer), with the policy itself as the variational posterior q:
+
+        I(a*; o_t | h_t) >= H(a* | h_t) + E log q(a* | h_t, a_t, o_t)      (Barber-Agakov bound)
+        r_t = log q(a* | h_{t+1}) - log q(a* | h_t)                         (H estimated by -log q(a* | h_t))
+
+    q(a* | h) = `probs` (`ascent.agents.collector.answer_probs`: the geometric mean per token of the policy's
+    probability of the gold answer after history h; entries: after the prompt, then after each observation), floored
+    at `floor`. r_t <= -log q(a* | h_t): exploring pays only as much as the policy is still uncertain, so a turn that
+    explores when the answer is already clear earns at most ~0 (the paper's "explore only when uncertainty is high"),
+    and one that makes the answer less likely is negative. Task turns (kind 0) and turns no observation followed
+    get 0 (their credit is the outcome, which `explore_group` adds to every turn's return).
+
+    >>> [round(x, 4) for x in eapo_turn_rewards([0.1, 0.4, 0.5, None], [1, 1, 0])]
+    [1.3863, 0.2231, 0.0]
+    """
+    if len(probs) != len(kinds) + 1:
+        raise ValueError(f"eapo_turn_rewards: {len(probs)} probabilities for {len(kinds)} turns (need turns + 1)")
+    out = []
+    for t, k in enumerate(kinds):
+        a, b = probs[t], probs[t + 1]
+        gain = k == 1 and a is not None and b is not None
+        out.append(math.log(max(b, floor)) - math.log(max(a, floor)) if gain else 0.0)
+    return out
 
 
 @REWARDS.register(

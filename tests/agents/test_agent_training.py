@@ -245,6 +245,25 @@ def test_igpo_answer_probs_are_the_policy_probability_of_the_gold_answer(agent_b
             assert float(step[k]) == pytest.approx(p[k + 1] - p[k] if p[k + 1] is not None else 0.0)
 
 
+def test_eapo_turn_rewards_are_log_gains_of_the_probe_on_exploratory_turns(agent_batch, policy, rows):
+    # the oracle plays (tool calls, then answers), the probe scores the gold answer with the tiny policy
+    collector, _ = agent_batch
+    oracle = collector.task.demonstrator(rows, random.Random(0))
+    loop = AgentConfig(max_turns=4, max_turn_tokens=100, max_total_tokens=2000)
+    eapo = AgentCollector(
+        policy, rows, ScriptedEngine(policy.tokenizer, oracle), collector.task, loop, n=2, turn_rewards="eapo"
+    ).collect([1, 2], torch.Generator().manual_seed(4))
+    kinds, checked = eapo.extras["turn_kind"], 0
+    for i, f in enumerate(eapo.fields):
+        p, step = f["agent_answer_probs"], eapo.extras["turn_rewards"][i]
+        for k in range(len(f["agent_turns"])):
+            explored = int(kinds[i, k]) == 1 and p[k + 1] is not None
+            want = math.log(max(p[k + 1], 1e-6)) - math.log(max(p[k], 1e-6)) if explored else 0.0
+            assert float(step[k]) == pytest.approx(want, rel=1e-5, abs=1e-6)
+            checked += explored
+    assert checked > 0, "the tiny policy made no exploratory turn: the test checks nothing"
+
+
 @pytest.fixture
 def reward_file(tmp_path):
     (tmp_path / "has_a.py").write_text(REWARD)

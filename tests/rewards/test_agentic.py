@@ -4,11 +4,12 @@ state round trip through the runner (what resume relies on)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from ascent.rewards import REWARDS, RewardRunner
-from ascent.rewards.agentic import Trace, igpo_turn_rewards, tag_scores, token_f1
+from ascent.rewards.agentic import Trace, eapo_turn_rewards, igpo_turn_rewards, tag_scores, token_f1
 
 
 def info(answer=None, supported=None, calls=0, retrieved=(), opened=()):
@@ -231,3 +232,25 @@ def test_round_discount():
     assert f1 == pytest.approx([0.9 * (2 * 1 * 0.5 / 1.5)])
     with pytest.raises(ValueError, match="gamma"):
         rd([""], [""], gamma=0.0)
+
+
+def test_eapo_turn_rewards_hand_values():
+    # exploratory turns earn log q_{t+1} - log q_t; the task turn (kind 0) and a turn without observation earn 0
+    got = eapo_turn_rewards([0.1, 0.4, 0.5, None], [1, 1, 0])
+    assert got == pytest.approx([math.log(4.0), math.log(1.25), 0.0])
+    assert eapo_turn_rewards([0.3, None, 0.9], [1, 1]) == [0.0, 0.0], "no observation after turn 0: no gain"
+    # an observation that makes the gold answer less likely is penalised by the same log ratio
+    assert eapo_turn_rewards([0.8, 0.2], [1]) == pytest.approx([math.log(0.25)])
+    # floored probabilities keep the reward finite
+    assert eapo_turn_rewards([0.0, 1.0], [1]) == pytest.approx([-math.log(1e-6)])
+
+
+def test_eapo_reward_is_bounded_by_the_remaining_uncertainty():
+    # r_t <= -log q_t: exploring when the answer is already clear earns (almost) nothing, exploring when it is
+    # uncertain can earn much more; the sum over a chain of explorations telescopes to log q_last - log q_first
+    assert eapo_turn_rewards([0.99, 1.0], [1])[0] == pytest.approx(-math.log(0.99))
+    assert eapo_turn_rewards([0.01, 1.0], [1])[0] == pytest.approx(-math.log(0.01))
+    probs = [0.05, 0.2, 0.1, 0.7]
+    assert sum(eapo_turn_rewards(probs, [1, 1, 1])) == pytest.approx(math.log(0.7 / 0.05))
+    with pytest.raises(ValueError, match="turns \\+ 1"):
+        eapo_turn_rewards([0.1, 0.2], [1, 1])
