@@ -784,8 +784,9 @@ MULTI_TURN_RECIPE = Paper(
     "arXiv:2510.01132",
     note=(
         "a design study (environment, reward, policy; TextWorld, ALFWorld, SWE-Gym), no method of its own: its axes "
-        "are ascent's `agent.turn_rewards` (dense turn rewards), `algorithm.advantage=grpo|rloo` with `ppo_clip`, and "
-        "the warm start before RL (SFT:RL ratio); task `textworld`"
+        "are ascent's `textworld` game sizes, the dense turn reward `data.task=textworld(reward=progress)` with reward "
+        "`game_progress`, `algorithm.advantage=grpo|rloo` with `ppo_clip`, and the warm start before RL (SFT:RL "
+        "ratio); measured as a table of factors by benchmarks/agent_recipe_study.py (docs/agents.md)"
     ),
 )
 TEXTWORLD = Paper(

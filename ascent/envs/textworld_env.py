@@ -14,7 +14,13 @@ one of the game's verbs (`take`, `open`, `go`, ...; `ALIASES` adds `x`, `i`, `l`
 directions); anything else, an empty turn included, gets an error observation and does not advance the
 game (this also keeps interpreter meta-commands such as `restart`, `quit` or `save` away from it).
 Reward: the increase of the game's score divided by its maximum score (`reward="score"`, so an episode's
-return is its final score fraction, 1 when won), or 1 on the winning step only (`reward="win"`). The
+return is its final score fraction, 1 when won), 1 on the winning step only (`reward="win"`), or the
+game's own progress (`reward="progress"`, a dense turn-level reward for the multi-turn recipe study, Wang &
+Ammanabrolu 2025, arXiv:2510.01132): with L the walkthrough's length and n_t the length of textworld's
+shortest remaining plan (`policy_commands`) after turn t, r_t = (n_{t-1} - n_t) / L (n = 0 once won; a lost
+game takes back what was gained), so a step toward the goal earns 1/L, a step away -1/L, and an episode's
+return is the fraction of the plan done, 1 when won (generated games score only the win, so `score` is as
+sparse as `win` on them). The
 episode ends when the game is won or lost, or after `max_steps` turns. Every step's info has the
 command, known_verb (it reached the game), moves, steps, score, max_score, won and lost; the first
 observation's info has the quest's walkthrough. `show_commands` lists the admissible commands after each
@@ -81,6 +87,9 @@ class GameSpec:
             if getattr(self, name) < 1:
                 raise ValueError(f"GameSpec.{name} must be >= 1, got {getattr(self, name)}")
 
+
+REWARD_KINDS = ("score", "win", "progress")
+"""The step rewards `TextWorldEnv` gives (module docstring)."""
 
 SIZES: dict[str, GameSpec] = {
     "tiny": GameSpec(nb_rooms=1, nb_objects=1, quest_length=1),
@@ -186,11 +195,11 @@ class TextWorldEnv(Env):
         self,
         cache_dir: Optional[Union[str, Path]] = None,
         max_steps: Optional[int] = None,
-        reward: Literal["score", "win"] = "score",
+        reward: Literal["score", "win", "progress"] = "score",
         show_commands: bool = False,
     ) -> None:
-        if reward not in ("score", "win"):
-            raise ValueError(f"reward must be 'score' or 'win', got {reward!r}")
+        if reward not in REWARD_KINDS:
+            raise ValueError(f"reward must be one of {', '.join(REWARD_KINDS)}, got {reward!r}")
         if max_steps is not None and max_steps < 1:
             raise ValueError(f"max_steps must be >= 1 or None, got {max_steps}")
         self.cache_dir, self.max_steps, self.reward, self.show_commands = cache_dir, max_steps, reward, show_commands
@@ -199,6 +208,8 @@ class TextWorldEnv(Env):
         self.verbs: frozenset[str] = frozenset()
         self.walkthrough: list[str] = []
         self.max_score, self.score, self.moves, self.steps, self.done = 1, 0, 0, 0, False
+        self.remaining = 0
+        """`reward="progress"`: the length of the shortest plan left (textworld's `policy_commands`)."""
 
     def _load(self, path: Path) -> tuple[Any, Any]:
         """(first game state, textworld Game) of `path`, reusing the interpreter when the game is the same."""
@@ -217,6 +228,7 @@ class TextWorldEnv(Env):
                     won=True,
                     lost=True,
                     admissible_commands=self.show_commands,
+                    policy_commands=self.reward == "progress",
                     extras=["walkthrough"],
                 )
                 self._game = tw.start(str(path), request_infos=infos)
@@ -234,7 +246,7 @@ class TextWorldEnv(Env):
             int(state.score or 0),
             int(state.moves or 0),
         )
-        self.steps, self.done = 0, False
+        self.steps, self.done, self.remaining = 0, False, len(self.walkthrough)
         text = (
             "You are playing a text adventure. "
             f"Reply with exactly one command per turn inside {ACTION_OPEN}...{ACTION_CLOSE}, "
@@ -274,7 +286,7 @@ class TextWorldEnv(Env):
         self.score, self.moves = int(score or 0), int(state.moves or 0)
         won, lost = bool(state.won), bool(state.lost)
         self.done = won or lost or (self.max_steps is not None and self.steps >= self.max_steps)
-        reward = gained / self.max_score if self.reward == "score" else float(won)
+        reward = self._reward(gained, won, lost, state.get("policy_commands"))
         return StepResult(
             self._with_commands(clean_feedback(state.feedback), state),
             float(reward),
@@ -282,9 +294,25 @@ class TextWorldEnv(Env):
             self._info(cmd, state, known_verb=True),
         )
 
+    def _reward(self, gained: int, won: bool, lost: bool, plan: Optional[list[str]]) -> float:
+        """The step's reward (see the module docstring); `plan`: textworld's shortest plan left after the step."""
+        if self.reward == "score":
+            return gained / self.max_score
+        if self.reward == "win":
+            return float(won)
+        total = max(len(self.walkthrough), 1)
+        left = 0 if won else total if lost else self.remaining if plan is None else len(plan)
+        reward, self.remaining = (self.remaining - left) / total, left
+        return reward
+
+    def progress(self) -> float:
+        """The fraction of the plan done, 1 - remaining / walkthrough length (`reward="progress"`)."""
+        return 1.0 - self.remaining / max(len(self.walkthrough), 1)
+
     def _info(self, cmd: Optional[str], state: Any, known_verb: bool) -> dict[str, Any]:
         won, lost = (bool(state.won), bool(state.lost)) if state is not None else (False, False)
-        return {
+        extra = {"progress": self.progress()} if self.reward == "progress" else {}
+        return extra | {
             "command": cmd,
             "known_verb": known_verb,
             "moves": self.moves,

@@ -142,7 +142,8 @@ class _Snapshot(dict):
 MEMO_LIMIT = 200_000
 """Most memoised steps (the memo is cleared when full)."""
 _RESETS: dict[tuple[str, bool], tuple] = {}
-_STEPS: dict[tuple[str, tuple[str, ...]], _Snapshot] = {}
+_STEPS: dict[tuple[str, tuple[str, ...], bool], _Snapshot] = {}
+"""Memoised steps by (game, command history, with textworld's plan left: reward=progress)."""
 
 
 class TaskEnv(TextWorldEnv):
@@ -188,6 +189,7 @@ class TaskEnv(TextWorldEnv):
             self._synced = False
         obs, self.verbs, walkthrough, self.max_score, self.score, self.moves = hit
         self.walkthrough, self.steps, self.done, self._current, self._history = list(walkthrough), 0, False, path, []
+        self.remaining = len(walkthrough)
         text = obs.text
         if self.prompt is not None:
             goal = obs.info["objective"].strip()
@@ -218,7 +220,7 @@ class TaskEnv(TextWorldEnv):
             why = NO_COMMAND if cmd is None else f"Error: unknown command {cmd!r}. Start it with one of: {verbs}."
             self.done = self.max_steps is not None and self.steps >= self.max_steps
             return StepResult(self._cut(why), 0.0, self.done, self._info(cmd, None, known_verb=False))
-        key = (str(self._current), (*self._history, cmd))
+        key = (str(self._current), (*self._history, cmd), self.reward == "progress")
         state = _STEPS.get(key)
         if state is None:
             self._sync()
@@ -231,6 +233,7 @@ class TaskEnv(TextWorldEnv):
                 won=bool(raw.won),
                 lost=bool(raw.lost),
                 admissible_commands=raw.get("admissible_commands"),
+                policy_commands=raw.get("policy_commands"),
             )
             if len(_STEPS) >= MEMO_LIMIT:
                 _STEPS.clear()
@@ -241,7 +244,7 @@ class TaskEnv(TextWorldEnv):
         gained = state.score - self.score
         self.score, self.moves = state.score, state.moves
         self.done = state.won or state.lost or (self.max_steps is not None and self.steps >= self.max_steps)
-        reward = gained / self.max_score if self.reward == "score" else float(state.won)
+        reward = self._reward(gained, bool(state.won), bool(state.lost), state.policy_commands)
         text = self._cut(ascii_text(self._with_commands(clean_feedback(state.feedback), state)))
         return StepResult(text, float(reward), self.done, self._info(cmd, state, known_verb=True))
 
@@ -319,8 +322,10 @@ class TextWorldParams:
     """First user message: a template with {objective} (the goal), {instructions} (the goal's sentences
     that name a thing or a direction), {commands} (the walkthrough), {description} (the first room) and
     {verbs} (None: the environment's own instructions, goal and room)."""
-    reward: Literal["score", "win"] = "score"
-    """Step reward: score increase / max score, or 1 on the winning step."""
+    reward: Literal["score", "win", "progress"] = "score"
+    """Step reward: score increase / max score, 1 on the winning step, or progress: the shortening of textworld's
+    shortest plan left over the walkthrough's length (a dense turn-level reward; the return is the fraction of
+    the plan done, read by the `game_progress` reward)."""
     show_commands: bool = False
     """List the admissible commands after each observation (an easier game)."""
     observation_chars: int = 0

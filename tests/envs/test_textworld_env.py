@@ -122,7 +122,7 @@ def test_default_cache_root_follows_ascent_cache(monkeypatch, tmp_path):
 # ---------------------------------------------------------------------------------------------------------
 @needs_tw
 @pytest.mark.parametrize("size", ["tiny", "small", "medium"])
-@pytest.mark.parametrize("reward", ["score", "win"])
+@pytest.mark.parametrize("reward", ["score", "win", "progress"])
 def test_walkthrough_wins_with_reward_one(cache, size, reward):
     env = TextWorldEnv(cache_dir=cache, reward=reward)
     obs = env.reset(SIZES[size])
@@ -159,6 +159,36 @@ def test_bad_commands_get_observations_not_crashes(cache, small_game):
     # the game is still playable: the walkthrough still wins from here
     results = [env.step(act(cmd)) for cmd in env.walkthrough]
     assert results[-1].done and results[-1].info["won"] and sum(r.reward for r in results) == pytest.approx(1.0)
+
+
+def test_unknown_reward_kind_is_a_clear_error():
+    with pytest.raises(ValueError, match="reward must be one of score, win, progress"):
+        TextWorldEnv(reward="dense")
+
+
+@needs_tw
+def test_progress_reward_is_dense_and_telescopes(cache, small_game):
+    """reward=progress: each walkthrough step earns 1/L, a no-op 0, a step off the plan -1/L and the step back
+    +1/L; the rewards so far always sum to info['progress'] (1 - plan left / L), 1 once won; the sparse
+    rewards give nothing before the win on the same play."""
+    plays = {}
+    for reward in ("progress", "score"):
+        env = TextWorldEnv(cache_dir=cache, reward=reward)
+        walk = env.reset(SMALL).info["walkthrough"]
+        moves = ["inventory", "go north", "go south", "go east", "go west", *walk]
+        plays[reward] = [env.step(act(c)) for c in moves]
+        env.close()
+    dense, sparse = plays["progress"], plays["score"]
+    step = 1.0 / len(walk)
+    total = 0.0
+    for r in dense:
+        total += r.reward
+        assert r.reward in (pytest.approx(-step), 0.0, pytest.approx(step))
+        assert r.info["progress"] == pytest.approx(total)
+    assert dense[0].reward == 0.0  # inventory changes nothing
+    assert [r.reward for r in dense[-len(walk) :]] == [pytest.approx(step)] * len(walk)
+    assert dense[-1].info["won"] and total == pytest.approx(1.0)
+    assert all(r.reward == 0.0 for r in sparse[:-1]) and "progress" not in sparse[0].info
 
 
 @needs_tw

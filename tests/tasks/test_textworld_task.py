@@ -145,6 +145,9 @@ def test_game_rewards():
     infos = [{"won": True, "score": 2, "max_score": 2}, {"won": False, "score": 1, "max_score": 2}, {"stopped": True}]
     assert won(["p"] * 3, [""] * 3, agent_info=infos) == [1.0, 0.0, 0.0]
     assert score(["p"] * 3, [""] * 3, agent_info=infos) == [1.0, 0.5, 0.0]
+    progress = REWARDS.get("game_progress")
+    dense = [{"won": False, "progress": 0.5}, {"won": True}, {"stopped": True, "progress": -0.25}]
+    assert progress(["p"] * 3, [""] * 3, agent_info=dense) == [0.5, 1.0, -0.25]
 
 
 def test_missing_textworld_is_one_clear_error(monkeypatch):
@@ -306,10 +309,35 @@ def test_memoised_play_equals_fresh_play(task):
     env = task.agent.make_env()
     assert play(env) == fresh and env._game is None, "all from the memo: no interpreter started"
     del tt._STEPS[
-        (str(env._current), tuple(script[:3]))
+        (str(env._current), tuple(script[:3]), False)
     ]  # one unseen step: the interpreter restarts and replays the history
     assert play(env) == fresh and env._game is not None
     assert play(TaskEnv(cache_dir=env.cache_dir, prompt=PROMPT)) == fresh
+
+
+@needs_tw
+def test_progress_reward_memoised_and_on_stop(task):
+    """reward=progress in the task's environment: memoised play equals fresh play, the memo keeps the two
+    reward kinds apart, and `stop` keeps the progress made (partial credit, the dense reward's return)."""
+    from ascent.tasks import textworld as tt
+
+    row = task.train[2]
+    spec = task.agent.env_task(row)
+    walk = row["walkthrough"]
+
+    def play(env, script):
+        env.reset(spec)
+        return [(r.reward, r.info.get("progress")) for r in (env.step(f"<action>{c}</action>") for c in script)]
+
+    tt._STEPS.clear()
+    dense = TaskEnv(cache_dir=task.agent.make_env().cache_dir, prompt=PROMPT, reward="progress")
+    fresh = play(dense, ["look", *walk])
+    assert fresh == play(dense, ["look", *walk]) and sum(r for r, _ in fresh) == pytest.approx(1.0)
+    assert fresh[-1][1] == pytest.approx(1.0) and fresh[0] == (0.0, 0.0)
+    sparse = play(TaskEnv(cache_dir=dense.cache_dir, prompt=PROMPT), ["look", *walk])  # same histories, own memo
+    assert [r for r, _ in sparse] == [0.0] * len(walk) + [1.0] and all(p is None for _, p in sparse)
+    part = play(dense, [walk[0], "stop"])
+    assert part[-1] == (0.0, pytest.approx(1.0 / len(walk)))
 
 
 @needs_tw
