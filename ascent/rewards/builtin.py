@@ -98,3 +98,30 @@ def answer_is(
     completion states its answer that way and math-verify finds it equal to the row's `answer`, else 0 (a right
     number anywhere else earns nothing; `last_number` is the lenient counterpart)."""
     return _verified(completions, answer, lambda c: None if (n := stated_answer(c)) is None else f"${n}$")
+
+
+@REWARDS.register("closeness", paper=None, fidelity="ascent")
+def closeness(
+    prompts: list[str], completions: list[str], answer: Optional[list[Any]] = None, scale: float = 10.0, **_: Any
+) -> list[Optional[float]]:
+    """Regression reward: max(0, 1 - |prediction - answer| / scale), the prediction being the completion's last
+    number (0 without one; None without a numeric answer). 1 only for the exact value, so with the default
+    threshold held-out accuracy counts exact predictions; `scale` is the error that earns nothing.
+
+    >>> closeness(["p"] * 3, ["6.8", "7.3", "x"], ["6.8", "6.8", "6.8"], scale=10)
+    [1.0, 0.95, 0.0]
+    """
+    if not scale > 0:
+        raise ValueError(f"closeness: scale must be > 0, got {scale}")
+    if answer is None:
+        return [None] * len(completions)
+    out: list[Optional[float]] = []
+    for c, a in zip(completions, answer):
+        try:
+            target = float(str(a).replace(",", ""))
+        except ValueError:
+            out.append(None)
+            continue
+        nums = _NUMBER.findall(c.replace(",", ""))
+        out.append(round(max(0.0, 1.0 - abs(float(nums[-1]) - target) / scale), 12) if nums else 0.0)
+    return out

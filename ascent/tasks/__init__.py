@@ -17,6 +17,7 @@ from ascent.tasks import (  # noqa: F401
     llm4cov,  # the llm4cov prompt sampler (data.sampler), over code rows
     needle,  # key-value haystacks with quoted evidence (EAPO's evidence reward)
     opt_modelling,
+    regression,  # sum_regression: real-valued, imbalanced targets (the CCC reward)
     search_world,
     sql_world,
     textworld,

@@ -10,7 +10,7 @@ import pytest
 
 from ascent.config.schema import DataConfig
 from ascent.rewards import resolve_reward
-from ascent.rewards.lp_solver import LPParseError
+from ascent.rewards.lp_solver import LPParseError, lp_solver
 from ascent.rewards.milp_solver import MilpRewardParams, parse_milp, solve_milp, verify
 from ascent.tasks import load_task
 from ascent.tasks.opt_modelling import OptModellingParams, model_teacher, opt_rows
@@ -106,3 +106,32 @@ def test_sdrl_gated_diversity_gates_on_the_milp_reward():
     other = INT_MODEL.replace("int x, y", "integer x y")  # the same model, written differently
     out = r(["p"] * 3, [INT_MODEL, other, LP_MODEL], answer=["20"] * 3, group=[0, 0, 0])
     assert out[2] == 0.0 and out[0] > 1.0 and out[1] > 1.0  # the relaxed model gets nothing, the right ones a bonus
+
+
+def test_opt_modelling_blend_rows_are_lps_that_need_both_constraints():
+    rows = opt_rows(40, seed=3, params=OptModellingParams(kinds=["blend"]))
+    assert {r["kind"] for r in rows} == {"blend"} and len({r["prompt"] for r in rows}) == 40
+    answers = [r["answer"] for r in rows]
+    assert lp_solver(["p"] * 40, [r["model"] for r in rows], answers) == [1.0] * 40  # HiGHS agrees with the rows
+    dropped = [r["model"].rsplit("\n", 1)[0] for r in rows]  # the teacher's mistake: parses, solves, wrong optimum
+    assert lp_solver(["p"] * 40, dropped, answers) == [pytest.approx(0.3)] * 40
+    assert any(float(a) != int(float(a)) for a in answers)  # continuous optima, not integer ones
+    # by hand: max 3x+5y s.t. 2x+y<=12, x+3y<=15 -> vertex x=4.2, y=3.6: 30.6; without the second row: y=12 -> 60
+    assert lp_solver(["p"] * 2, ["max 3x+5y\n2x+1y<=12\n1x+3y<=15", "max 3x+5y\n2x+1y<=12"], ["30.6"] * 2) == [
+        1.0,
+        pytest.approx(0.3),
+    ]
+    teach, rng = model_teacher(0.0, 0.5), random.Random(0)
+    short = sum(teach(r, rng).count("\n") == 1 for r in rows * 10)
+    assert 150 <= short <= 250  # about half of 400 leave out the second constraint
+
+
+def test_opt_modelling_blend_task_wiring():
+    task = load_task(DataConfig(task="opt_modelling(kinds=[blend])", num_train=30, num_eval=10), seed=0)
+    assert task.reward == "lp_solver" and len(task.train) == 30
+    assert "blend profit" in task.train[0]["prompt"] and "int" not in task.train[0]["model"]
+    ids = task.tokenizer(task.train[0]["model"])["input_ids"]
+    assert task.tokenizer.decode(ids, skip_special_tokens=True) == task.train[0]["model"]
+    assert load_task(DataConfig(task="opt_modelling", num_train=5, num_eval=2), seed=0).reward == "milp_solver"
+    with pytest.raises(ValueError, match="drawn alone"):
+        OptModellingParams(kinds=["blend", "whole"])

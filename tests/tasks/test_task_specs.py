@@ -31,6 +31,7 @@ def test_every_task_module_registers_itself():
         "opt_modelling",
         "search_world",
         "sql_world",
+        "sum_regression",
         "textworld",
         "word_problems",
         "workflow",
