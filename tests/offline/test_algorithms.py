@@ -3,6 +3,8 @@ cloning the data is not enough, exact resume, and the errors of a run without a 
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -88,6 +90,29 @@ def test_expectile_loss_matches_its_definition_by_loop():
     # the 0.9-expectile e solves 0.9 sum_{x>e} (x - e) = 0.1 sum_{x<e} (e - x): e = 7.1 / 1.2 with one point above
     assert float(v.detach()) == pytest.approx((0.9 * 10 + 0.1 * 3) / (0.9 + 0.1 * 3), abs=1e-3)
     assert awr_weights(torch.tensor([-1.0, 0.5, 3.0]), 2.0, 50.0).tolist() == pytest.approx([np.exp(-2), np.e, 50.0])
+
+
+def test_iql_updates_q_and_the_policy_with_the_value_it_has_just_updated(tmp_path):
+    """The paper's Algorithm 1 (and the authors' code): V steps first; Q's target r + gamma V(s') and the policy's
+    weights exp(beta (min Q'(s, a) - V(s))) then use the updated V, not the V the step started from."""
+    spec = "iql(hidden=[16], batch_size=32, lr=0.05, reward_scale=none, gamma=0.9)"
+    algo = build(spec, bandit_dataset(tmp_path, 200), Bandit, 10)
+    b = algo.sample(32)
+    critic, actor = copy.deepcopy(algo.critic), copy.deepcopy(algo.actor)  # the step's starting point
+    with torch.no_grad():
+        v_before = algo.value(b.obs)
+        target_q = algo.critic_target(b.obs, b.actions).min(dim=0).values  # the target critics the step uses
+    algo.update(b, False)
+    with torch.no_grad():  # the updated V (lr 0.05: far from the V the step started from)
+        v, next_v = algo.value(b.obs), algo.value(b.next_obs)
+    assert (v - v_before).abs().max() > 0.01
+    y = b.rewards + 0.9 * (1.0 - b.terminated) * next_v
+    (critic(b.obs, b.actions) - y).pow(2).mean(dim=1).sum().backward()
+    for p_ref, p_algo in zip(critic.parameters(), algo.critic.parameters()):
+        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
+    (-(awr_weights(target_q - v, 3.0, 100.0) * actor.log_prob(b.obs, b.actions)).mean()).backward()
+    for p_ref, p_algo in zip(actor.parameters(), algo.actor.parameters()):
+        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
 
 
 def test_conservative_gap_matches_a_loop_over_samples():
