@@ -8,7 +8,9 @@ Three sources; the first two are called by `ascent.rollout.decoder.Decoder` for 
   element-wise ops per layer;
 - `decode_step.c`: the whole one-token forward of a Llama/Qwen2 model (embedding, norms, projections,
   rope, cache writes, that attention, SiLU, residuals, output layer) in one call, its matrix products
-  through a register-tiled kernel over weights packed once per rollout into column panels (`pack`);
+  through a register-tiled kernel over weights packed once per rollout into column panels (`pack`); its
+  `ascent_decode_step_rows` takes several token rows per cache row: the verify forward of speculative
+  decoding (`ascent.rollout.speculative`), a sequence's last token and its draft in one call;
 - `rms_norm.c`: RMSNorm forward and backward for the learner (`ascent.policy.fused`);
 - `token_logprob.c`: the log-prob of chosen tokens and its gradient for the learner (`ascent.policy.logprob`).
 
@@ -91,6 +93,8 @@ class Native:
     logprob_forward: ctypes._CFuncPtr
     logprob_backward: ctypes._CFuncPtr
     path: Path
+    step_rows: ctypes._CFuncPtr | None = None
+    """`ascent_decode_step_rows`: the step with several token rows per cache row (speculative verification)."""
 
     def pack(self, w: "torch.Tensor") -> "torch.Tensor":
         """A linear layer's weight (N, K), fp32 on the CPU, packed into the column panels `linear` and the
@@ -219,6 +223,9 @@ def _bind(path: Path) -> Native:
         _I64,
         _PTR,
     ]
+    step_rows = lib.ascent_decode_step_rows  # several token rows per cache row (speculative verification)
+    step_rows.restype = ctypes.c_int
+    step_rows.argtypes = [*step.argtypes, _PTR, _I64]
     packed_floats = lib.ascent_packed_floats
     packed_floats.restype, packed_floats.argtypes = _I64, [_I64, _I64]
     pack = lib.ascent_pack
@@ -236,7 +243,17 @@ def _bind(path: Path) -> Native:
     logprob_backward.restype = None
     logprob_backward.argtypes = [_PTR, _PTR, _PTR, _PTR, _I64, _I64, ctypes.c_float, _PTR]
     return Native(
-        attention, step, packed_floats, pack, linear, rms_forward, rms_backward, logprob_forward, logprob_backward, path
+        attention,
+        step,
+        packed_floats,
+        pack,
+        linear,
+        rms_forward,
+        rms_backward,
+        logprob_forward,
+        logprob_backward,
+        path,
+        step_rows,
     )
 
 

@@ -109,16 +109,29 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                             int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
                             int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
                             int64_t sm, float scale) {
+    return ascent_decode_attention_rows(q, k, v, valid, out, scratch, B, g, nkv, d, end, q_sb, k_sb, k_sh, k_sj, v_sb, v_sh, v_sj, sm,
+                                        scale, NULL);
+}
+
+/* Query row b attends to cache row crow[b] (crow = NULL: row b): the verify forward of speculative decoding
+   feeds a sequence's last token and its drafted tokens as several query rows over the one cache row, each
+   with its own mask row (the committed cache and the chain up to itself). */
+int ascent_decode_attention_rows(const float* restrict q, const float* restrict k, const float* restrict v,
+                                 const uint8_t* restrict valid, float* restrict out, float* restrict scratch,
+                                 int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
+                                 int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
+                                 int64_t sm, float scale, const int64_t* crow) {
     if (B < 0 || g < 1 || nkv < 1 || d < 1 || end < 1) return 1;
     for (int64_t b = 0; b < B; b++) {
         const uint8_t* restrict m = valid + b * sm;
         for (int64_t h = 0; h < nkv; h++) {
-            const float* restrict K = k + b * k_sb + h * k_sh;
-            const float* restrict V = v + b * v_sb + h * v_sh;
+            const int64_t cb = crow ? crow[b] : b;
+            const float* restrict K = k + cb * k_sb + h * k_sh;
+            const float* restrict V = v + cb * v_sb + h * v_sh;
             const char *kn = NULL, *vn = NULL; /* the next (row, head)'s keys and values, prefetched while these are read */
             int64_t bytes_k = 0, bytes_v = 0;
             if (b + (h + 1) / nkv < B) {
-                const int64_t nb = b + (h + 1) / nkv, nh = (h + 1) % nkv;
+                const int64_t nb = crow ? crow[b + (h + 1) / nkv] : b + (h + 1) / nkv, nh = (h + 1) % nkv;
                 kn = (const char*)(k + nb * k_sb + nh * k_sh);
                 vn = (const char*)(v + nb * v_sb + nh * v_sh);
                 bytes_k = ((end - 1) * k_sj + d) * (int64_t)sizeof(float);

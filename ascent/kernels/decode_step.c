@@ -124,9 +124,27 @@ static void rope(float* restrict x, const float* restrict cs, const float* restr
     for (int64_t c = half; c < d; c++) x[c] = tmp[c] * cs[c] + tmp[c - half] * sn[c];
 }
 
+int ascent_decode_step_rows(const ascent_model* m, int64_t B, const int64_t* restrict tokens, const int64_t* restrict positions,
+                            const int64_t* restrict cols, float* keys, float* values, const int64_t* ks, const int64_t* vs,
+                            int64_t cache_len, const uint8_t* valid, int64_t sm, int64_t end, float* restrict logits,
+                            const int64_t* restrict crow, int64_t cache_rows);
+
 int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict tokens, const int64_t* restrict positions,
                        const int64_t* restrict cols, float* keys, float* values, const int64_t* ks, const int64_t* vs,
                        int64_t cache_len, const uint8_t* valid, int64_t sm, int64_t end, float* restrict logits) {
+    return ascent_decode_step_rows(m, B, tokens, positions, cols, keys, values, ks, vs, cache_len, valid, sm, end, logits, NULL, 0);
+}
+
+/* `ascent_decode_step` with token row b at cache row crow[b] (crow = NULL: row b; rows < cache_rows, else 4): the
+   verify forward of speculative decoding (ascent/rollout/speculative.py) feeds a sequence's last token and its
+   drafted tokens d_1..d_k as k + 1 rows over the sequence's one cache row, at columns c..c+k and positions
+   p..p+k, each with its own mask row (the committed cache and the chain up to itself). Every layer writes all
+   rows' keys and values before any row attends, so a drafted token sees the earlier ones; each row's
+   products are those of a one-token step (the register tiles compute rows independently). */
+int ascent_decode_step_rows(const ascent_model* m, int64_t B, const int64_t* restrict tokens, const int64_t* restrict positions,
+                            const int64_t* restrict cols, float* keys, float* values, const int64_t* ks, const int64_t* vs,
+                            int64_t cache_len, const uint8_t* valid, int64_t sm, int64_t end, float* restrict logits,
+                            const int64_t* restrict crow, int64_t cache_rows) {
     const int64_t H = m->hidden, I = m->inter, nq = m->heads, nkv = m->kv_heads, d = m->head_dim, V = m->vocab;
     const int64_t dq = (nq + 2 * nkv) * d, g = nkv > 0 ? nq / nkv : 0;
     if (B < 1 || H < 1 || I < 1 || d < 2 || d % 2 || nkv < 1 || nq % nkv || V < 1 || m->layers < 1 || end < 1 || end > cache_len)
@@ -136,6 +154,7 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
         if (positions[b] < 0 || positions[b] >= m->rope_len) return 3;
         if (cols && (cols[b] < 0 || cols[b] >= end)) return 4;
         if (tokens[b] < 0 || tokens[b] >= V) return 5;
+        if (crow && (crow[b] < 0 || crow[b] >= cache_rows)) return 4;
     }
     const int64_t floats = B * (2 * H + dq + nq * d + 3 * I + 1) + g * end + d;
     float* work = malloc((size_t)floats * sizeof(float));
@@ -151,15 +170,16 @@ int ascent_decode_step(const ascent_model* m, int64_t B, const int64_t* restrict
         float* vl = values + l * vs[0];
         for (int64_t b = 0; b < B; b++) {
             float* row = qkv + b * dq;
-            const int64_t col = cols ? cols[b] : end - 1;
+            const int64_t col = cols ? cols[b] : end - 1, cb = crow ? crow[b] : b;
             const float *cs = m->cos + positions[b] * d, *sn = m->sin + positions[b] * d;
             for (int64_t hd = 0; hd < nq + nkv; hd++) rope(row + hd * d, cs, sn, d, tmp);
             for (int64_t hd = 0; hd < nkv; hd++) {
-                memcpy(kl + b * ks[1] + hd * ks[2] + col * ks[3], row + (nq + hd) * d, (size_t)d * sizeof(float));
-                memcpy(vl + b * vs[1] + hd * vs[2] + col * vs[3], row + (nq + nkv + hd) * d, (size_t)d * sizeof(float));
+                memcpy(kl + cb * ks[1] + hd * ks[2] + col * ks[3], row + (nq + hd) * d, (size_t)d * sizeof(float));
+                memcpy(vl + cb * vs[1] + hd * vs[2] + col * vs[3], row + (nq + nkv + hd) * d, (size_t)d * sizeof(float));
             }
         }
-        if (ascent_decode_attention(qkv, kl, vl, valid, att, scratch, B, g, nkv, d, end, dq, ks[1], ks[2], ks[3], vs[1], vs[2], vs[3], sm, 1.f / sqrtf((float)d))) {
+        if (ascent_decode_attention_rows(qkv, kl, vl, valid, att, scratch, B, g, nkv, d, end, dq, ks[1], ks[2], ks[3], vs[1], vs[2], vs[3], sm,
+                                         1.f / sqrtf((float)d), crow)) {
             free(work);
             return 1;
         }

@@ -71,6 +71,12 @@ int ascent_decode_attention(const float* restrict q, const float* restrict k, co
                             int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
                             int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
                             int64_t sm, float scale);
+/* the same with row b of q reading cache row crow[b] (crow = NULL: row b), for several query rows per cache row */
+int ascent_decode_attention_rows(const float* restrict q, const float* restrict k, const float* restrict v,
+                            const uint8_t* restrict valid, float* restrict out, float* restrict scratch,
+                            int64_t B, int64_t g, int64_t nkv, int64_t d, int64_t end, int64_t q_sb,
+                            int64_t k_sb, int64_t k_sh, int64_t k_sj, int64_t v_sb, int64_t v_sh, int64_t v_sj,
+                            int64_t sm, float scale, const int64_t* crow);
 
 /* rms_norm.c: y = w * (x / sqrt(mean(x^2) + eps)) per row of H, r[i] = 1 / sqrt(...) */
 void ascent_rms_norm_forward(const float* restrict x, const float* restrict w, float* restrict y, float* restrict r, int64_t rows, int64_t H, float eps);

@@ -34,6 +34,12 @@ What ascent does (`GroupDrafter`, `decode_speculative`):
   the one the engine without speculation draws (greedy included), up to the float rounding of a
   multi-token forward against the one-token step (~1e-6 in the logits; a token can differ only where two
   logits tie to that precision).
+- The verify forward. On a CPU at one intra-op thread (each decode shard), the N fed tokens of a step go
+  through the native decode step as N rows of a one-token step over their sequences' cache rows
+  (`verify_native`, `ascent_decode_step_rows` in decode_step.c): the weights are read once for all N, the
+  per-op dispatch of a torch forward is gone, and each token's products are those of the plain step, so a
+  step that verifies few sequences' drafts costs about what a plain step over as many rows costs (the
+  weights, not the rows, bound a small step). Elsewhere `verify_forward` runs it in torch ops.
 - KV cache. The verification writes keys and values at the columns of all k+1 fed tokens; the columns past
   the last accepted one are marked invalid (`key_valid`) and overwritten by the next step, so rejected
   positions never reach attention.
@@ -48,6 +54,7 @@ sequences) is not combined with it (`rollout.max_active_sequences` must be 0).
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import torch
@@ -55,7 +62,7 @@ import torch.nn.functional as F
 
 from ascent import papers
 from ascent.registry import Registry
-from ascent.rollout.decoder import Decoder, prefill_prompts, rotate_half
+from ascent.rollout.decoder import STEP_ERRORS, Decoder, prefill_prompts, rotate_half
 from ascent.rollout.engine import left_pad
 from ascent.rollout.sampling import sample_tokens
 from ascent.rollout.types import Generation, SamplingSettings
@@ -221,6 +228,64 @@ def seer_group(params: GroupDraftParams) -> GroupDraftParams:
     return params
 
 
+def verify_native(
+    dec: Decoder,
+    tokens: torch.Tensor,
+    positions: torch.Tensor,
+    rows: torch.Tensor,
+    cols: torch.Tensor,
+    cache: tuple[torch.Tensor, torch.Tensor],
+    valid: torch.Tensor,
+) -> torch.Tensor:
+    """`verify_forward` through the native decode step in one call (`ascent_decode_step_rows`, decode_step.c):
+    the N packed tokens are N rows of a one-token step, token j at cache row rows[j], column cols[j], rope
+    position positions[j], attending to the columns where its mask row valid[j] (N, end) bool is set (its
+    row's committed cache and its chain up to itself). Each token's products are those of a plain one-token
+    step, so a verified token's logits equal the plain step's but for the summation order of the softmax's
+    masked tail (~1e-7). Returns the logits (N, V)."""
+    keys, values = cache
+    n, end = valid.shape
+    record = dec.step_model()
+    tokens, positions, rows, cols = (x.to(torch.long).contiguous() for x in (tokens, positions, rows, cols))
+    valid = valid.contiguous()
+    logits = torch.empty((n, dec.lm_head.shape[0]), dtype=torch.float32)
+    strides = [(ctypes.c_int64 * 4)(*x.stride()[:4]) for x in (keys, values)]
+    if dec._cos is None or int(positions.max()) >= dec._cos.shape[0]:
+        dec.rope_table(max(int(positions.max()) + 1, 2 * (end + 1)))
+    rc = dec.native.step_rows(
+        ctypes.byref(record),
+        n,
+        tokens.data_ptr(),
+        positions.data_ptr(),
+        cols.data_ptr(),
+        keys.data_ptr(),
+        values.data_ptr(),
+        strides[0],
+        strides[1],
+        keys.shape[-2],
+        valid.data_ptr(),
+        valid.stride(0),
+        end,
+        logits.data_ptr(),
+        rows.data_ptr(),
+        keys.shape[1],
+    )
+    if rc != 0:
+        raise RuntimeError(f"native verify step rejected its arguments: {STEP_ERRORS.get(rc, f'code {rc}')}")
+    return logits
+
+
+def native_verify(dec: Decoder) -> bool:
+    """Whether `verify_native` applies: the native step runs this decoder's one-token steps (fp32 on a CPU,
+    one intra-op thread) and the kernels have the multi-row entry."""
+    return (
+        dec.native_step
+        and torch.get_num_threads() == 1
+        and getattr(dec.native, "step_rows", None) is not None
+        and dec.compute_dtype == torch.float32
+    )
+
+
 def verify_forward(
     dec: Decoder,
     tokens: torch.Tensor,
@@ -315,6 +380,7 @@ def decode_speculative(
     feed, pos = ids[group, head].clone(), positions[group, head].clone()
     alive = torch.ones(total, dtype=torch.bool, device=device)
     drafter = GroupDrafter(params, group.tolist(), [prompt_ids[g] for g in group.tolist()])
+    native = native_verify(dec)
     a, steps, verify_steps, active_sum, drafted, accepted, chains = total, 0, 0, 0, 0, 0, 0
     while True:
         live = alive[:a].nonzero().squeeze(-1).tolist()
@@ -349,11 +415,15 @@ def decode_speculative(
             t_max = 1 + max(len(d) for d in drafts.values())
             slot_col = (head + step[:a])[:, None] + torch.arange(t_max, device=device)  # (a, T)
             end = min(int(slot_col.max()) + 1, key_valid.shape[1])
-            mask = key_valid[:a, None, :end] & (torch.arange(end, device=device) <= slot_col[:, :, None])
-            mask[:, :, 0] |= ~mask.any(-1)  # padding slots of finished rows: never a query with nothing to see
-            logits = verify_forward(
-                dec, torch.tensor(chain_tok, device=device), pos[r] + off, r, off, cols, cache, mask[:, None]
-            )
+            if native:  # one mask row per fed token: its row's committed cache and its chain up to itself
+                valid = key_valid[r, :end] & (torch.arange(end, device=device) <= cols[:, None])
+                logits = verify_native(dec, torch.tensor(chain_tok), pos[r] + off, r, cols, cache, valid)
+            else:
+                mask = key_valid[:a, None, :end] & (torch.arange(end, device=device) <= slot_col[:, :, None])
+                mask[:, :, 0] |= ~mask.any(-1)  # padding slots of finished rows: never a query with nothing to see
+                logits = verify_forward(
+                    dec, torch.tensor(chain_tok, device=device), pos[r] + off, r, off, cols, cache, mask[:, None]
+                )
             y, lp = sample_tokens(logits, s, u=None if u is None else u[step[r] + off, seq[r]])
         if drafts:  # per row: the accepted prefix of its chain, then its first mismatch or bonus token
             y_list, lp_cpu = y.tolist(), lp.cpu()

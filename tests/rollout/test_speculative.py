@@ -211,3 +211,63 @@ def test_a_draft_is_never_longer_than_asked():
     for k in range(5):
         assert d.propose(0, k) == [1] * k
     assert list(itertools.islice(d.history[0], 5)) == [1] * 5
+
+
+def test_native_verify_is_the_one_token_steps(tiny_policy, native, one_thread):
+    """The native verify forward (several token rows per cache row, `ascent_decode_step_rows`) gives each
+    chain token the logits that feeding the chain one token at a time through the native step gives, writes
+    the same keys and values, and agrees with the torch verify forward."""
+    from ascent.rollout.decoder import Decoder
+    from ascent.rollout.speculative import native_verify, verify_forward, verify_native
+
+    torch.manual_seed(0)
+    dec = Decoder(tiny_policy.model, torch.float32, "auto", "auto")
+    assert native_verify(dec)
+    a, ctx, k, vocab = 3, 5, 3, tiny_policy.model.config.vocab_size
+    committed = dec.new_cache(a, ctx + k + 1)
+    valid = torch.zeros(a, ctx + k + 1, dtype=torch.bool)
+    with torch.inference_mode():
+        for t in range(ctx):  # a committed prefix, one native step at a time; row 1 masks column 2 out
+            valid[:, t] = t != 2 or torch.arange(a) != 1
+            dec.forward(
+                torch.randint(0, vocab, (a, 1)), torch.full((a, 1), t), committed, t, valid[:, None, None, : t + 1]
+            )
+        chains = torch.randint(0, vocab, (a, k + 1))  # each row's fed token and its draft of k
+        stepped, expect = tuple(c.clone() for c in committed), []
+        v = valid.clone()
+        for j in range(k + 1):
+            v[:, ctx + j] = True
+            expect.append(
+                dec.forward(
+                    chains[:, j : j + 1], torch.full((a, 1), ctx + j), stepped, ctx + j, v[:, None, None, : ctx + j + 1]
+                )
+            )
+        expect = torch.stack(expect, 1).reshape(a * (k + 1), -1)  # (row, offset) order
+        rows, off = torch.arange(a).repeat_interleave(k + 1), torch.arange(k + 1).repeat(a)
+        cols, end = ctx + off, ctx + k + 1
+        mask = v[rows, :end] & (torch.arange(end) <= cols[:, None])
+        native_cache = tuple(c.clone() for c in committed)
+        got = verify_native(dec, chains.reshape(-1), cols, rows, cols, native_cache, mask)
+        torch_cache = tuple(c.clone() for c in committed)
+        block = v[:, None, :end] & (torch.arange(end) <= (ctx + torch.arange(k + 1))[None, :, None])
+        via_torch = verify_forward(dec, chains.reshape(-1), cols, rows, off, cols, torch_cache, block[:, None])
+    assert torch.allclose(got, expect, atol=1e-5, rtol=0)
+    assert torch.allclose(via_torch, expect, atol=1e-4, rtol=0)
+    for c_native, c_step in zip(native_cache, stepped):
+        assert torch.allclose(c_native, c_step, atol=1e-6, rtol=0)
+    assert not torch.allclose(got[: k + 1], got[k + 1 : 2 * (k + 1)])  # rows differ: a real check
+
+
+def test_torch_verify_path_gives_the_same_tokens(tiny_policy, tokenizer, monkeypatch):
+    """Where the native verify forward does not apply (several intra-op threads, bf16, no kernels), the torch one
+    runs: the same tokens as the engine without speculation, drafts accepted and rejected."""
+    import ascent.rollout.speculative as speculative
+
+    monkeypatch.setattr(speculative, "native_verify", lambda dec: False)
+    policy = peaked(tiny_policy, 6.0)
+    s = SamplingSettings(48, tokenizer.eos_token_id, tokenizer.pad_token_id, temperature=1.0)
+    engine = make_engine("ascent", speculative="seer_group(budget=0, min_score=0.0, warmup=1000000)")
+    base = run(make_engine("ascent"), policy, tokenizer, 6, s, 0)
+    spec = run(engine, policy, tokenizer, 6, s, 0)
+    assert 0 < engine.last_stats["spec_accepted"] < engine.last_stats["spec_drafted"]
+    assert torch.equal(spec.tokens, base.tokens) and torch.allclose(spec.logprobs, base.logprobs, atol=1e-5)
