@@ -258,7 +258,17 @@ ECHO_2 = Paper(
     2026,
     "ECHO-2: A Large Scale Distributed Rollout Framework for Cost-efficient Reinforcement Learning",
     "arXiv:2602.02192",
-    note="`ascent plan` (`ascent/runtime/plan.py`): the overlap-based capacity model",
+    note="`ascent plan` (`ascent/runtime/plan.py`): the overlap-based capacity model; `ray.broadcast=chain` "
+    "(`ascent/runtime/broadcast.py`): the peer-assisted pipelined weight broadcast",
+)
+ASYNCFLOW = Paper(
+    "AsyncFlow",
+    "Han et al.",
+    2025,
+    "AsyncFlow: An Asynchronous Streaming RL Framework for Efficient LLM Post-Training",
+    "arXiv:2507.01663",
+    note="`ray.handoff=sample` (`ascent/runtime/stream.py`): the streaming data store between rollout workers "
+    "and the learner, with per-group hand-off and the staleness bound per group",
 )
 EXPPO = Paper(
     "ExPPO",

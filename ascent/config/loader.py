@@ -567,6 +567,14 @@ def _check_runtime(cfg: RunConfig) -> None:
             "and a batch finishes with the version before the learner's (no wait): "
             f"that needs ray.max_staleness >= 2 (got {r.max_staleness}); raise it or set ray.partial_rollout_tokens=0"
         )
+    if r.broadcast_chunk_mb <= 0:
+        raise ConfigError(f"ray.broadcast_chunk_mb must be > 0; got {r.broadcast_chunk_mb}")
+    if cfg.runtime == "ray" and r.handoff == "sample" and (r.reward_workers or r.partial_rollout_tokens):
+        raise ConfigError(
+            "ray.handoff=sample streams each group from the rollout worker that sampled and scored it: "
+            f"ray.reward_workers={r.reward_workers} and ray.partial_rollout_tokens={r.partial_rollout_tokens} "
+            "work with ray.handoff=batch only; set them to 0 or ray.handoff=batch"
+        )
     if cfg.runtime == "ray" and r.max_staleness > 0 and cfg.algorithm.tis_cap is None:
         raise ConfigError(
             f"runtime=ray with ray.max_staleness={r.max_staleness} trains on samples of older policies: "

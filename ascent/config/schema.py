@@ -595,6 +595,19 @@ class RayConfig:
     """Interruptible rollouts (0: off): a request samples at most this many new tokens per sequence with
     one policy version; unfinished sequences continue from their exact ids under the next version, each
     token keeping its own sampling-time log-prob. Needs max_staleness >= 2 and a single-turn task."""
+    handoff: Literal["batch", "sample"] = "batch"
+    """How sampled data reaches the learner. batch: one request = one step's batch, sampled by one worker and
+    returned whole through Ray. sample: AsyncFlow-style streaming (`ascent.runtime.stream`): every prompt's
+    group is its own unit of work, pulled by whichever worker is free from a store actor, and handed to the
+    store as soon as it is scored; the learner assembles a batch from the first finished groups, waiting only
+    for groups about to exceed max_staleness (the bound holds per group). Timing-dependent batches."""
+    broadcast: Literal["driver", "chain"] = "driver"
+    """How new weights reach rollout workers. driver: one ray.put per version, every worker fetches it from the
+    driver. chain: ECHO-2's peer-assisted pipelined broadcast (`ascent.runtime.broadcast`): the driver sends
+    chunks to one worker, which forwards each chunk to the next while receiving the rest (dead workers are not
+    replaced in this mode: the run stops with one line)."""
+    broadcast_chunk_mb: float = 1.0
+    """Chunk size of the chain broadcast, MiB (smaller: more pipelining, more calls)."""
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ the same registered pieces. The Ray runtime (`AsyncTrainer`) overrides ONE hook,
 scored batches come from rollout workers (`RolloutWorker` actors in a `WorkerPool`) that sample and score
 up to `ray.max_staleness` policy versions ahead of the learner, which stays in the driver. Optionally
 `RewardWorker` actors score the batches (`ray.reward_workers`) and rollouts are interruptible, continued
-under successive policy versions (`ray.partial_rollout_tokens`, `ascent.runtime.partial`).
+under successive policy versions (`ray.partial_rollout_tokens`, `ascent.runtime.partial`), data is streamed
+group by group through a store actor (`ray.handoff=sample`, `ascent.runtime.stream`) and weights travel down a
+chain of workers (`ray.broadcast=chain`, `ascent.runtime.broadcast`).
 
     local   ascent.trainer.rl.RLTrainer                 rollouts, rewards and the update one after another
     ray     ascent.runtime.async_trainer.AsyncTrainer   learner here; RolloutWorker actors sample and score
@@ -39,6 +41,10 @@ def ray_runtime(cfg: RunConfig, parts: RLParts) -> RLTrainer:
         raise ConfigError("runtime=ray needs Ray, which is not installed: pip install 'ascent[ray]' (or make test)")
     from ascent.runtime.async_trainer import AsyncTrainer  # imports Ray only when asked for
 
+    if cfg.ray.handoff == "sample":
+        from ascent.runtime.stream import StreamTrainer
+
+        return StreamTrainer(cfg, parts)
     return AsyncTrainer(cfg, parts)
 
 

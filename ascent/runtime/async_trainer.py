@@ -26,6 +26,12 @@ batch is finished under the version before the learner's, while the learner trai
 rollouts never make the learner wait longer than the K-bounded schedule does, and which version samples
 which token is fixed by the schedule, so a run stays reproducible.
 
+Weight broadcast (ray.broadcast=chain; `ascent.runtime.broadcast`): instead of one ray.put fetched by every
+worker, each version goes in chunks to the first worker, which forwards every chunk to the next while the
+rest arrive (ECHO-2's peer-assisted pipelined broadcast); requests carry `CHAIN` instead of the reference.
+
+Streaming hand-off (ray.handoff=sample): `ascent.runtime.stream.StreamTrainer`, a subclass of this one.
+
 Faults and resume: see `WorkerPool` (a dead worker's batch is re-run unchanged; a dead reward worker's
 batch is scored again). A checkpoint holds the data cursor, the RNG states, the policy version (the step)
 and the requests in flight (rows and seeds); after a resume those batches are sampled again from their
@@ -48,9 +54,11 @@ import torch
 from ascent.config.schema import RunConfig
 from ascent.rewards.runner import RewardResult
 from ascent.rollout.types import RolloutBatch
+from ascent.runtime.broadcast import ChainBroadcast
 from ascent.runtime.partial import supports_partial, version_stats
 from ascent.runtime.pool import WorkerPool
 from ascent.runtime.worker import (
+    CHAIN,
     RewardSpec,
     RewardWorker,
     RolloutRequest,
@@ -90,6 +98,7 @@ class AsyncTrainer(RLTrainer):
             int, tuple[int, int, bool]
         ] = {}  # partial: request id -> (segments issued, last version, last one final)
         self.pool: Optional[WorkerPool] = None
+        self.broadcast: Optional[ChainBroadcast] = None  # ray.broadcast=chain
         self.weights: tuple[int, Any] = (-1, None)  # (version, ObjectRef of its trainable tensors)
         self._publish_s = 0.0  # seconds of the last ray.put of the weights
         self._owns_ray = False
@@ -120,6 +129,8 @@ class AsyncTrainer(RLTrainer):
     def receive(self, req: RolloutRequest, t0: float) -> tuple[RolloutBatch, RewardResult]:
         """The scored batch of `req`, re-sampled if it came back too stale; the wait since `t0` counts as
         rollout time."""
+        if self.broadcast is not None:
+            self.broadcast.check()  # a worker the chain did not reach: one line, not a hang
         result = self.pool.result(req.id)
         while self.step_count - result.batch.policy_version > self.K:  # never under the schedule; a guard
             self.totals["dropped_stale"] += 1
@@ -247,7 +258,12 @@ class AsyncTrainer(RLTrainer):
         version, ref = self.weights
         if version != self.step_count:
             t0 = time.perf_counter()
-            self.weights = (self.step_count, ray.put(trainable_state(self.parts.policy.model)))
+            state = trainable_state(self.parts.policy.model)
+            if self.broadcast is not None:  # peers forward it; requests say where to look
+                self.broadcast.send(self.step_count, state)
+                self.weights = (self.step_count, CHAIN)
+            else:
+                self.weights = (self.step_count, ray.put(state))
             self._publish_s = time.perf_counter() - t0
             return self.weights[1]
         return ref
@@ -295,11 +311,16 @@ class AsyncTrainer(RLTrainer):
         spec = RewardSpec.of(self.parts.rewards)
         rollout_rewards = None if self.score_here or scorers else spec
         self.pool = WorkerPool(
-            actor_factory(self.collector, rollout_rewards, r.num_cpus_per_worker, self.cfg.malloc),
+            actor_factory(
+                self.collector, rollout_rewards, r.num_cpus_per_worker, self.cfg.malloc, r.broadcast == "chain"
+            ),
             r.rollout_workers,
             scorer_factory(spec, r.num_cpus_per_worker),
             scorers,
+            replace_dead=r.broadcast != "chain",
         )
+        if r.broadcast == "chain":
+            self.broadcast = ChainBroadcast(self.pool.workers, r.broadcast_chunk_mb, self.cfg.learner.timeout_s)
         self.pending = deque(
             self.resubmit(req, k) for k, req in enumerate(self.pending)
         )  # in flight at the checkpoint: sampled again
@@ -393,10 +414,12 @@ def segment_seed(seed: int, segment: int) -> int:
 
 
 def actor_factory(
-    collector: Any, rewards: Optional[RewardSpec], num_cpus: float, malloc: str = "tuned"
+    collector: Any, rewards: Optional[RewardSpec], num_cpus: float, malloc: str = "tuned", threaded: bool = False
 ) -> Callable[[int], Any]:
-    """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once."""
-    remote = ray.remote(num_cpus=num_cpus, max_restarts=0)(RolloutWorker)
+    """make_actor(index) -> a RolloutWorker actor; the collector (holding the policy copy) is put once.
+    `threaded`: the actor runs calls on a few threads (broadcast chunks arrive while it samples)."""
+    options = {"max_concurrency": 8} if threaded else {}
+    remote = ray.remote(num_cpus=num_cpus, max_restarts=0, **options)(RolloutWorker)
     blob = ray.put(collector)
     return lambda i: remote.remote(blob, rewards, max(1, int(num_cpus)), malloc)
 

@@ -56,8 +56,10 @@ class WorkerPool:
         size: int,
         make_scorer: Optional[Callable[[int], Any]] = None,
         scorers: int = 0,
+        replace_dead: bool = True,
     ) -> None:
         self.make_actor, self.make_scorer = make_actor, make_scorer
+        self.replace_dead = replace_dead  # False (ray.broadcast=chain): a dead rollout worker stops the run
         self.workers = [make_actor(i) for i in range(size)]
         self.scorers = [make_scorer(j) for j in range(scorers)] if make_scorer else []
         self.busy: dict[int, Call] = {}  # worker index -> its in-flight call
@@ -145,6 +147,12 @@ class WorkerPool:
         try:
             result = ray.get(call.ref)
         except RayActorError as err:
+            if not self.replace_dead:
+                raise RuntimeError(
+                    f"rollout worker {i} died ({type(err).__name__}) while sampling batch {req.id}; with "
+                    "ray.broadcast=chain dead workers are not replaced (the chain would not reach a new one): "
+                    "the run stops (resume with --resume)"
+                ) from None
             req.attempts += 1
             if req.attempts >= MAX_ATTEMPTS:
                 raise RuntimeError(

@@ -22,6 +22,7 @@ import torch
 from ascent.rewards.runner import RewardResult, RewardRunner, parse_spec_args
 from ascent.rollout.collector import Collector
 from ascent.rollout.types import RolloutBatch
+from ascent.runtime.broadcast import ChunkReceiver
 from ascent.runtime.memory import tune_malloc
 from ascent.runtime.partial import Carry, sample_segment, start, to_batch
 
@@ -37,7 +38,8 @@ class RolloutRequest:
     version: int
     """Learner step whose weights sample the batch (stamped into `RolloutBatch.policy_version`)."""
     weights: Any
-    """That version's trainable tensors: a Ray ObjectRef (one `ray.put` per version) or, in-process, the dict."""
+    """That version's trainable tensors: a Ray ObjectRef (one `ray.put` per version) or, in-process, the dict;
+    `CHAIN`: the worker receives them over the broadcast chain (`ray.broadcast=chain`)."""
     seed: int
     """Seed of the request's own generator (used when `rng_state` is None); re-running the request with
     the same weights reproduces the batch exactly."""
@@ -129,6 +131,10 @@ def absolute_file_spec(spec: str) -> str:
     return str(Path(target).resolve()) + spec[len(target) :]
 
 
+CHAIN = "chain"
+"""`RolloutRequest.weights` when the version arrives over the peer broadcast chain (`ascent.runtime.broadcast`)."""
+
+
 def trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The tensors a version changes: the trainable parameters (LoRA: the adapters only), detached copies."""
     return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
@@ -144,14 +150,21 @@ def request_generator(req: RolloutRequest) -> torch.Generator:
     return gen
 
 
-class RolloutWorker:
+class RolloutWorker(ChunkReceiver):
     """Samples and scores requested batches with its own copy of the policy."""
 
     def __init__(
-        self, collector: Collector, rewards: Optional[RewardSpec], threads: int = 1, malloc: str = "tuned"
+        self,
+        collector: Collector,
+        rewards: Optional[RewardSpec],
+        threads: int = 1,
+        malloc: str = "tuned",
+        broadcast_timeout_s: float = 600.0,
     ) -> None:
         torch.set_num_threads(max(1, threads))
         tune_malloc(malloc)
+        self._receiver_init()
+        self.broadcast_timeout_s = broadcast_timeout_s
         self.collector = collector
         """Holds the worker's policy copy as `collector.policy` (SingleTurnCollector, AgentCollector)."""
         self.rewards = rewards.build() if rewards is not None else None
@@ -163,7 +176,9 @@ class RolloutWorker:
             return 0.0
         t0 = time.perf_counter()
         weights = req.weights
-        if not isinstance(weights, dict):  # an ObjectRef nested in the request: fetched once per version
+        if isinstance(weights, str) and weights == CHAIN:
+            weights = self.received(req.version, self.broadcast_timeout_s)
+        elif not isinstance(weights, dict):  # an ObjectRef nested in the request: fetched once per version
             import ray
 
             weights = ray.get(weights)
