@@ -1,8 +1,11 @@
 """FIRM's reward-model part at toy scale (Zhao et al., 2026, arXiv:2603.12247): specialised critics for a text
 edit, one for execution (was the instruction carried out?) and one for consistency (was everything else left as
 it was?), combined by the "Base-and-Bonus" reward (`reward:base_and_bonus`): Consistency-Modulated Execution,
-CME = execution * (alpha + (1 - alpha) * consistency). FIRM's generation reward (Quality-Modulated Alignment) is the
-same combination with an alignment critic as the base and a quality critic as the bonus.
+CME = execution * (alpha + (1 - alpha) * consistency); and FIRM's generation reward, Quality-Modulated Alignment,
+QMA = alignment * (alpha + (1 - alpha) * quality) (the authors' reward server: alpha = 0.5), with the base an
+instruction-following critic that scores a checklist planned from the instruction item by item (FIRM-Gen's
+plan-then-score; `reward:plan_critic`) and the bonus a quality critic that sees the output alone (FIRM's quality
+prompt: the least of its sub-scores; `reward:quality_critic`).
 
 FIRM trains 8B vision-language critics (FIRM-Edit-8B, FIRM-Gen-8B) on 370K / 293K curated scores of image edits.
 Here an edit is word-level: the row carries `source` (the text to edit) and `instruction` (e.g. "replace river
@@ -11,7 +14,9 @@ positions: each position i sees one-hot words (source_i, output_i) and the instr
 scores every position, the scores are averaged and a linear head gives the logit of the criterion. It is trained
 (`fit_critic`) by binary cross-entropy on soft scores in [0, 1] from a curated scoring set (the caller's); a
 trained critic is a folder (`edit_critic.json`: format, vocabulary, sizes, criterion; `weights.safetensors`)
-scored with `reward:edit_critic(path=FOLDER)`.
+scored with `reward:edit_critic(path=FOLDER)`. The plan critic is an `EditCritic` whose "instruction" is one
+checklist item (`checklist`); the quality critic (`QualityCritic`) is an MLP on the output's one-hot words by
+position, so it can see interactions between positions (a repeated word) that the pooled edit critic cannot.
 """
 
 from __future__ import annotations
@@ -92,6 +97,53 @@ class EditCritic(torch.nn.Module):
         return torch.sigmoid(self.logits_of(self.encode(sources, instructions, outputs))).tolist()
 
 
+class QualityCritic(EditCritic):
+    """score(output) in (0, 1), prompt-free (FIRM's quality critic judges the image alone): an MLP on the
+    output's one-hot words by position, flattened, so any interaction between positions is visible. `encode`
+    and `score` keep the edit critic's signature and ignore the source and the instruction."""
+
+    def __init__(self, vocab: Sequence[str], max_len: int = 16, hidden: int = 64, seed: int = 0) -> None:
+        torch.nn.Module.__init__(self)
+        self.vocab = [PAD, UNK] + [w for w in vocab if w not in (PAD, UNK)]
+        self.index = {w: i for i, w in enumerate(self.vocab)}
+        self.max_instruction, self.max_len, self.hidden = 0, max_len, hidden
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.mlp = torch.nn.Sequential(
+                torch.nn.Linear(len(self.vocab) * max_len, hidden),
+                torch.nn.ReLU(),
+                torch.nn.Linear(hidden, hidden),
+                torch.nn.ReLU(),
+            )
+            self.head = torch.nn.Linear(hidden, 1)
+
+    def encode(self, sources: Sequence[str], instructions: Sequence[str], outputs: Sequence[str]) -> torch.Tensor:
+        """(N, max_len) word ids of the outputs (padded or cut)."""
+        return torch.tensor([self._ids(words(o), self.max_len) for o in outputs], dtype=torch.long)
+
+    def logits_of(self, ids: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.one_hot(ids, len(self.vocab)).float().flatten(1)  # (N, max_len * V)
+        return self.head(self.mlp(x)).squeeze(-1)
+
+
+def checklist(instruction: str) -> list[str]:
+    """FIRM-Gen's plan step at toy scale: the instruction expanded into the items a faithful output must meet,
+    each scored on its own. "replace A with B" -> ["has B where A", "no A"] (B written at A's positions; A gone);
+    any other instruction is one item, itself.
+
+    >>> checklist("replace river with stone"), checklist("make it blue")
+    (['has stone where river', 'no river'], ['make it blue'])
+    """
+    w = words(instruction)
+    if len(w) == 4 and w[0] == "replace" and w[2] == "with":
+        return [f"has {w[3]} where {w[1]}", f"no {w[1]}"]
+    return [instruction]
+
+
+PLAN_WORDS = ("has", "where", "no")
+"""The checklist's own words: a plan critic's vocabulary needs them (`checklist`)."""
+
+
 def fit_critic(
     critic: EditCritic,
     sources: Sequence[str],
@@ -124,6 +176,7 @@ def save_critic(critic: EditCritic, folder: str | Path, criterion: str, summary:
     save_file({k: v.contiguous() for k, v in critic.state_dict().items()}, str(out / WEIGHTS_FILE))
     meta = {"format": FORMAT, "version": VERSION, "criterion": criterion, "vocab": critic.vocab[2:]}
     meta |= {"max_instruction": critic.max_instruction, "max_len": critic.max_len, "hidden": critic.hidden}
+    meta |= {"arch": "quality" if isinstance(critic, QualityCritic) else "edit"}
     (out / META_FILE).write_text(json.dumps(meta | {"summary": summary or {}}, indent=1))
     return out
 
@@ -139,7 +192,10 @@ def load_critic(folder: str | Path) -> tuple[EditCritic, dict[str, Any]]:
         raise ConfigError(f"{str(path)!r} is not an edit critic (no readable {META_FILE})") from None
     if meta.get("format") != FORMAT or meta.get("version") != VERSION:
         raise ConfigError(f"{str(path)!r}: {META_FILE} is not an {FORMAT} v{VERSION} manifest")
-    critic = EditCritic(meta["vocab"], meta["max_instruction"], meta["max_len"], meta["hidden"])
+    if meta.get("arch", "edit") == "quality":
+        critic = QualityCritic(meta["vocab"], meta["max_len"], meta["hidden"])
+    else:
+        critic = EditCritic(meta["vocab"], meta["max_instruction"], meta["max_len"], meta["hidden"])
     try:
         critic.load_state_dict(load_file(str(path / WEIGHTS_FILE)))
     except (OSError, RuntimeError) as err:
@@ -167,6 +223,9 @@ class EditCriticReward:
         self.critic, self.meta = load_critic(path)
         self.__name__ = f"edit_critic:{self.meta.get('criterion', '?')}:{self.path}"
 
+    def scores(self, sources: list[str], instructions: list[str], outputs: list[str]) -> list[float]:
+        return self.critic.score(sources, instructions, outputs)
+
     def __call__(
         self,
         prompts: list[str],
@@ -179,8 +238,53 @@ class EditCriticReward:
         src = list(source) if source is not None else [None] * n
         ins = list(instruction) if instruction is not None else [None] * n
         keep = [i for i in range(n) if src[i] is not None and ins[i] is not None]
-        scores = self.critic.score([src[i] for i in keep], [ins[i] for i in keep], [completions[i] for i in keep])
+        scores = self.scores([src[i] for i in keep], [ins[i] for i in keep], [completions[i] for i in keep])
         out: list[Optional[float]] = [None] * n
         for i, s in zip(keep, scores):
             out[i] = s
         return out
+
+
+@REWARDS.register(
+    "plan_critic",
+    paper=papers.FIRM,
+    fidelity="reduced",
+    departures=(
+        "FIRM-Gen-8B's plan-then-score at toy scale: the checklist comes from a rule on the toy's instruction "
+        "grammar (`checklist`), not an LLM, and one small edit critic scores every item (the instruction slot "
+        "holds the item); alignment is the mean item score, not a 1-5 rating",
+        "word-level text outputs of the edit toy stand in for generated images",
+    ),
+)
+class PlanCriticReward(EditCriticReward):
+    """Instruction-following alignment, FIRM-Gen's plan-then-score (Zhao et al., 2026, arXiv:2603.12247): the
+    row's `instruction` is planned into checklist items (`checklist`), a trained critic scores the output against
+    each item, and the reward is the mean item score. QMA's base in `base_and_bonus`."""
+
+    def scores(self, sources: list[str], instructions: list[str], outputs: list[str]) -> list[float]:
+        plans = [checklist(i) for i in instructions]
+        flat = [(s, item, o) for s, plan, o in zip(sources, plans, outputs) for item in plan]
+        got = self.critic.score([f[0] for f in flat], [f[1] for f in flat], [f[2] for f in flat]) if flat else []
+        out, k = [], 0
+        for plan in plans:
+            out.append(sum(got[k : k + len(plan)]) / len(plan))
+            k += len(plan)
+        return out
+
+
+@REWARDS.register(
+    "quality_critic",
+    paper=papers.FIRM,
+    fidelity="reduced",
+    departures=(
+        "a small MLP on the output's words (`QualityCritic`), trained on the caller's curated scores of the toy's "
+        "quality (the least of its sub-scores, as FIRM takes the least of aesthetics / quality / structure), not "
+        "an 8B judge of images",
+    ),
+)
+class QualityCriticReward(EditCriticReward):
+    """A trained quality critic's prompt-free score of each completion (Zhao et al., 2026, arXiv:2603.12247);
+    QMA's bonus in `base_and_bonus`. Rows need no fields."""
+
+    def __call__(self, prompts: list[str], completions: list[str], **_: Any) -> list[Optional[float]]:
+        return list(self.critic.score([""] * len(completions), [""] * len(completions), completions))

@@ -501,8 +501,8 @@ def gated_diversity(
     paper=papers.FIRM,
     fidelity="faithful",
     departures=(
-        "base and bonus are any two rewards; FIRM's critics exist only at toy scale (reward:edit_critic, word-level "
-        "text edits); no image task",
+        "base and bonus are any two rewards; FIRM's critics exist only at toy scale (reward:edit_critic for CME, "
+        "reward:plan_critic and reward:quality_critic for QMA; word-level text edits); no image task",
     ),
 )
 def base_and_bonus(

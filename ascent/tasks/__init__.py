@@ -10,6 +10,7 @@ from ascent.tasks import (  # noqa: F401
     addition,
     code_functions,
     cues,
+    env_adapt,  # RLAnything's environment adaptation (data.sampler=env_adapt): harder / easier task variants
     gsm8k,
     gsm_symbolic,
     hf_dataset,

@@ -117,6 +117,50 @@ def judging_row(a: int, b: int, rng: random.Random, wrong: Teacher) -> Row:
     return {"prompt": f"{a}+{b}={c}?", "answer": "1" if c == total else "0", "a": a, "b": b, "candidate": c}
 
 
+def carries(a: int, b: int) -> int:
+    """How many columns of a + b produce a carry.
+
+    >>> carries(17, 25), carries(58, 67), carries(12, 34)
+    (1, 2, 0)
+    """
+    n, carry = 0, 0
+    while a or b:
+        carry = int(a % 10 + b % 10 + carry >= 10)
+        n += carry
+        a, b = a // 10, b // 10
+    return n
+
+
+def sum_variant(row: Row, harder: bool, rng: random.Random) -> Row | None:
+    """A new sum one column-carry harder (or easier) than the row's, with operands of the same number of digits:
+    among every change of one digit of a or b (leading digits stay non-zero), one of those with one carry more
+    (harder) or one fewer (easier), drawn by `rng`; None when there is none (every column already carries, or
+    none does) or the row is not a plain sum (a judging row).
+
+    >>> sum_variant({"prompt": "12+34=", "answer": "46", "a": 12, "b": 34}, True, random.Random(0))
+    {'prompt': '19+34=', 'answer': '53', 'a': 19, 'b': 34}
+    """
+    if row.get("candidate") is not None or not isinstance(row.get("a"), int) or not isinstance(row.get("b"), int):
+        return None
+    a, b = row["a"], row["b"]
+    want = carries(a, b) + (1 if harder else -1)
+    options = []
+    for which, x in ((0, a), (1, b)):
+        ds = str(x)
+        for pos in range(len(ds)):
+            for d in "0123456789":
+                if d == ds[pos] or (pos == 0 and d == "0" and len(ds) > 1):
+                    continue
+                y = int(ds[:pos] + d + ds[pos + 1 :])
+                pair = (y, b) if which == 0 else (a, y)
+                if carries(*pair) == want:
+                    options.append(pair)
+    if not options:
+        return None
+    na, nb = rng.choice(options)
+    return {"prompt": f"{na}+{nb}=", "answer": str(na + nb), "a": na, "b": nb}
+
+
 @TASKS.register("addition", params=AdditionParams, paper=None, fidelity="ascent")
 def addition(cfg: DataConfig, seed: int, params: AdditionParams = AdditionParams()) -> TaskData:
     """d-digit addition `a+b=` checked exactly; the teacher drops the ones-carry (teacher_carry_drop)."""

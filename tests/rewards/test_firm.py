@@ -99,3 +99,57 @@ def test_initial_weights_depend_on_the_seed_only():
     sa, sb, sc = a.state_dict(), b.state_dict(), c.state_dict()
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+
+
+# QMA: the plan critic (checklist items scored one by one), the prompt-free quality critic, and their combination.
+
+
+def test_checklist_plans_the_toy_instruction():
+    assert firm.checklist("Replace river with stone") == ["has stone where river", "no river"]
+    assert firm.checklist("paint it red") == ["paint it red"]
+
+
+def test_quality_critic_learns_a_repetition_the_pooled_critic_cannot_see():
+    # quality = 1 - share of adjacent identical pairs: an interaction between positions
+    rng = random.Random(0)
+
+    def outs(n):
+        rows = []
+        for _ in range(n):
+            w = [rng.choice(VOCAB) for _ in range(4)]
+            for i in range(1, 4):
+                if rng.random() < 0.3:
+                    w[i] = w[i - 1]
+            rows.append((" ".join(w), 1 - sum(w[i] == w[i + 1] for i in range(3)) / 3))
+        return rows
+
+    train, test = outs(800), outs(300)
+    q = firm.QualityCritic(VOCAB, max_len=4, hidden=32)
+    firm.fit_critic(q, [""] * len(train), [""] * len(train), [o for o, _ in train], [y for _, y in train], epochs=200)
+    pooled = firm.EditCritic(VOCAB, max_instruction=1, max_len=4, hidden=32)
+    firm.fit_critic(pooled, [""] * len(train), [""] * len(train), [o for o, _ in train], [y for _, y in train], 200)
+    mean = sum(y for _, y in test) / len(test)
+    base = sum(abs(mean - y) for _, y in test) / len(test)
+    mae_q = sum(abs(p - y) for p, (_, y) in zip(q.score([""] * 300, [""] * 300, [o for o, _ in test]), test)) / 300
+    mae_p = sum(abs(p - y) for p, (_, y) in zip(pooled.score([""] * 300, [""] * 300, [o for o, _ in test]), test))
+    assert mae_q < 0.5 * base and mae_q < 0.5 * (mae_p / 300)
+
+
+def test_plan_and_quality_critics_score_through_the_registry_and_qma(tmp_path):
+    plan = firm.EditCritic(VOCAB + list(firm.PLAN_WORDS), 4, 4, 8, seed=1)
+    quality = firm.QualityCritic(VOCAB, max_len=4, hidden=8, seed=2)
+    pp = firm.save_critic(plan, tmp_path / "plan", "alignment_item")
+    pq = firm.save_critic(quality, tmp_path / "quality", "quality")
+    loaded, meta = firm.load_critic(pq)
+    assert isinstance(loaded, firm.QualityCritic) and meta["arch"] == "quality"
+    al = resolve_reward(f"plan_critic(path={str(pp)!r})")
+    qu = resolve_reward(f"quality_critic(path={str(pq)!r})")
+    fields = {"source": ["river stone"], "instruction": ["replace river with light"]}
+    a = al([""], ["light stone"], **fields)[0]
+    items = plan.score(["river stone"] * 2, ["has light where river", "no river"], ["light stone"] * 2)
+    assert a == pytest.approx(sum(items) / 2, abs=1e-6)  # the mean of the checklist items' scores
+    q = qu([""], ["light stone"])[0]
+    assert q == pytest.approx(quality.score([""], [""], ["light stone"])[0], abs=1e-6)
+    assert qu([""], ["light stone"], source=["anything"], instruction=["else"])[0] == pytest.approx(q)  # prompt-free
+    qma = base_and_bonus([""], ["light stone"], base=al, bonus=qu, alpha=0.5, **fields)[0]
+    assert qma == pytest.approx(a * (0.5 + 0.5 * q), abs=1e-6)  # the authors' ins * (0.5 + 0.5 quality)
