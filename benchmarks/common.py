@@ -155,3 +155,98 @@ def frozen_agent(recipe: str, warmstart: str | Path):
     load_weights(policy.model, Path(warmstart))
     policy.model.eval()
     return cfg, task, policy, make_engine(cfg.rollout, precision="model"), agent_loop(cfg)
+
+
+def trained_policy(run_dir: str | Path, prompts: int, seed: int = 0):
+    """A run's policy as RL samples from it, for benchmarks of rollouts: the run's config, task and model, the
+    weights of its latest RL checkpoint, else its warm start (`warmstart/`, else the newest whole checkpoint of
+    a warm start still under way), and `prompts` of its training prompts (drawn with `seed`) encoded as the
+    run encodes them. Returns (policy, prompt ids, the run's name, the weights' folder)."""
+    import random
+
+    from ascent.app.pipeline import new_policy
+    from ascent.config.loader import load_config
+    from ascent.data.prompts import PromptEncoder
+    from ascent.tasks.base import load_task
+    from ascent.trainer.checkpoint import Checkpointer, load_weights
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise SystemExit(f"--checkpoint {run_dir}: not a run directory (no config.yaml)")
+    cfg = load_config(run_dir / "config.yaml")
+    task = load_task(cfg.data, cfg.seed)
+    policy = new_policy(cfg, task)
+    weights = Checkpointer(run_dir / "checkpoints").latest() if (run_dir / "checkpoints").is_dir() else None
+    if weights is None and (run_dir / "warmstart" / "model.safetensors").is_file():
+        weights = run_dir / "warmstart"
+    if weights is None and (run_dir / "warmstart_checkpoints").is_dir():
+        weights = Checkpointer(run_dir / "warmstart_checkpoints").latest()
+    if weights is None:
+        raise SystemExit(
+            f"--checkpoint {run_dir}: no trained weights (checkpoints/, warmstart/, warmstart_checkpoints/)"
+        )
+    load_weights(policy.model, Path(weights))
+    policy.model.eval()
+    encoder = PromptEncoder(policy.tokenizer, cfg.data.chat_template, cfg.data.system_prompt)
+    rows = random.Random(seed).sample(task.train, min(prompts, len(task.train)))
+    return policy, [encoder(r["prompt"]) for r in rows], cfg.name, Path(weights)
+
+
+def warm_started_run(recipe: str, model: str, steps: int, run_dir: str | Path) -> Path:
+    """Imitation-train benchmark model `model` (`SCRATCH_MODELS`' shape) on `recipe`'s task with the pipeline's
+    own warm start (`ascent train RECIPE warmstart.steps=STEPS train.steps=0`) into `run_dir`, or reuse the
+    run already there (a stopped one continues); returns the run directory for `trained_policy`."""
+    from ascent.app.pipeline import train
+    from ascent.config.loader import load_config
+
+    hidden, layers, heads, inter = SCRATCH_MODELS[model]
+    run_dir = Path(run_dir)
+    overrides = [
+        f"model.hidden_size={hidden}",
+        f"model.num_layers={layers}",
+        f"model.num_heads={heads}",
+        f"model.num_kv_heads={heads}",
+        f"model.intermediate_size={inter}",
+        f"warmstart.steps={steps}",
+        "warmstart.eval_every=0",
+        "train.steps=0",
+        "eval.before=false",
+        f"name={run_dir.name}",
+        f"output_dir={run_dir.parent}",
+    ]
+    if (run_dir / "warmstart" / "model.safetensors").is_file():
+        return run_dir
+    resume = (run_dir / "state.json").is_file()
+    train(load_config(recipe, overrides), run_dir, resume=resume, overrides=overrides)
+    return run_dir
+
+
+def policy_regime(model: torch.nn.Module, ids: list[list[int]], out, rows: int = 32) -> dict[str, float]:
+    """What the policy's next-token distributions look like on its own samples: the mean entropy (nats) of
+    the full distribution at each generated position and the mean probability of the sampled token
+    (teacher-forced over the first `rows` sequences of `out`, a Generation of len(ids) x n samples at
+    temperature 1), with the completion lengths' quartiles. A near-uniform policy over V tokens has entropy
+    ~ln V and sampled-token probability ~1/V; drafts can only be accepted as often as the policy repeats."""
+    n = out.tokens.shape[0] // len(ids)
+    ent, prob, count = 0.0, 0.0, 0
+    with torch.no_grad():
+        for i in range(min(rows, out.tokens.shape[0])):
+            length = int(out.lengths[i])
+            if length == 0:
+                continue
+            seq = torch.tensor(ids[i // n] + out.tokens[i, :length].tolist())[None]
+            logits = model(seq).logits[0, len(ids[i // n]) - 1 : -1].float()  # predicts the generated tokens
+            logp = torch.log_softmax(logits, -1)
+            ent += float(-(logp.exp() * logp).sum(-1).sum())
+            prob += float(logp.gather(-1, out.tokens[i, :length, None]).exp().sum())
+            count += length
+    lengths = out.lengths.float()
+    q = torch.quantile(lengths, torch.tensor([0.25, 0.5, 0.75]))
+    return {
+        "policy_entropy_nats": round(ent / max(count, 1), 3),
+        "sampled_token_prob": round(prob / max(count, 1), 3),
+        "length_q1": round(float(q[0]), 1),
+        "length_median": round(float(q[1]), 1),
+        "length_q3": round(float(q[2]), 1),
+        "length_max": int(lengths.max()),
+    }

@@ -35,6 +35,19 @@ same seed: 1.0 up to float-rounding flips of the inverse-CDF sampler, where a un
 a token's cumulative-probability edge, seen about once per thousand tokens on SmolLM2's 49k vocabulary) and
 both sides' tokens/s; with the CPU model and the load before and after.
 
+A randomly initialised model's next-token distributions are near uniform (entropy ~ln 17 on the 17-token
+addition vocabulary), which RL never samples from: RL samples a warm-started policy. `--checkpoint RUN_DIR`
+benchmarks a run's trained policy instead (its latest RL checkpoint, else its warm start; the prompts: its own
+task's training prompts, encoded as the run encodes them), and `--warm-steps N --recipe R` first trains one
+(each `--models` scratch model's shape on recipe R's task, through the pipeline's own warm start, `ascent train
+R warmstart.steps=N train.steps=0`, into WARM_DIR/bench-warm-R-MODEL-N, `--warm-dir` default runs/, reused
+when there). The rows then carry
+the policy's regime at temperature 1: `policy_entropy_nats` (mean entropy of its next-token distributions on
+its own samples), `sampled_token_prob` (mean probability of the sampled token) and the completion lengths'
+quartiles, e.g.
+
+    python benchmarks/rollout_throughput.py --speculative --threads 1 --checkpoint RUN_DIR --workloads natural256
+
 `--device cuda` puts the models on the GPU and runs the ascent and HF engines there; when vllm is
 importable it adds a vLLM column (`vllm_tokens_per_s`, `speedup_vs_vllm`; its first, untimed call
 starts vLLM). vLLM's samples differ from the others' (its own RNG), so compare tokens/s, not outputs.
@@ -59,9 +72,12 @@ from common import (  # noqa: E402
     machine,
     matmul_gflops,
     params,
+    policy_regime,
     print_machine,
     scratch_policy,
     smollm2_policy,
+    trained_policy,
+    warm_started_run,
 )
 
 from ascent.data.prompts import PromptEncoder  # noqa: E402
@@ -129,15 +145,30 @@ def paired_speedup(backend: str, policy, ids, samples: int, settings: SamplingSe
 
 def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
     """The engine with and without `args.speculative`, ABBA-alternating (see the module docstring)."""
-    policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
+    rows, regime, trained = [], {}, {}
+    if args.checkpoint or args.warm_steps:  # a trained policy on its own task's prompts (see the module docstring)
+        run_dir = args.checkpoint or warm_started_run(
+            args.recipe,
+            model_name,
+            args.warm_steps,
+            Path(args.warm_dir) / f"bench-warm-{args.recipe}-{model_name}-{args.warm_steps}",
+        )
+        policy, ids, run_name, weights = trained_policy(run_dir, args.prompts)
+        trained = {"policy": f"{run_name} ({weights})", "policy_params": params(policy.model)}
+        model_name = f"{model_name}:{run_name}" if args.warm_steps else run_name
+    else:
+        policy = smollm2_policy() if model_name == "smollm2" else scratch_policy(model_name)
+        ids = prompt_ids(policy, model_name, args.prompts)
     policy.model.to(device=args.device, dtype=getattr(torch, args.dtype))
-    ids, rows = prompt_ids(policy, model_name, args.prompts), []
     for wl, temperature in [(w, float(t)) for w in workloads for t in args.temperatures.split(",")]:
         max_new, ignore_eos = WORKLOADS[wl]
         s = SamplingSettings(max_new, policy.eos_id, policy.pad_id, temperature=temperature, ignore_eos=ignore_eos)
         engines = {"plain": make_engine(args.backend), "spec": make_engine(args.backend, speculative=args.speculative)}
         for engine in engines.values():  # warm-up
-            timed_rollout(engine, policy.model, ids, args.samples, s, seed=0)
+            _, warm = timed_rollout(engine, policy.model, ids, args.samples, s, seed=0)
+        if temperature == 1.0 and wl not in regime:  # the regime the drafts meet: entropy, sampled-token probability
+            regime[wl] = policy_regime(policy.model, ids, warm)
+            print(f"  {model_name:8} {wl:11} policy at T=1: {regime[wl]}", file=sys.stderr, flush=True)
         load_before, ratios, rates, same = load(), [], {"plain": [], "spec": []}, []
         drafted = accepted = chains = 0.0
         lengths = []
@@ -175,7 +206,9 @@ def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
             "drafted_tokens": int(drafted),
             "mean_completion_len": round(statistics.mean(lengths), 1),
             "identical_sequences": round(statistics.mean(same), 4),
-            "sequences": args.prompts * args.samples,
+            "sequences": len(ids) * args.samples,
+            **trained,
+            **regime.get(wl, {}),
             "torch_threads": torch.get_num_threads(),
             "load_before": load_before,
             "load_after": load(),
@@ -327,6 +360,22 @@ def main() -> None:
         "engine without it, ABBA-paired (speedup_speculative), instead of the HF comparison",
     )
     p.add_argument("--temperatures", default="1.0", help="--speculative: comma-separated sampling temperatures")
+    p.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="RUN_DIR",
+        help="--speculative: sample from this run's trained policy (latest RL checkpoint, else its warm start) on "
+        "its own task's training prompts, instead of a randomly initialised benchmark model",
+    )
+    p.add_argument(
+        "--warm-steps",
+        type=int,
+        default=0,
+        help="--speculative: first imitation-train each --models scratch model on --recipe's task with the "
+        "pipeline's warm start for this many steps (into runs/bench-warm-RECIPE-MODEL-STEPS, reused when there)",
+    )
+    p.add_argument("--recipe", default="default", help="--warm-steps: the recipe whose task and warm start to use")
+    p.add_argument("--warm-dir", default="runs", help="--warm-steps: where the warm-start runs go")
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     p.add_argument("--device", default="cpu", help="cpu or cuda: where the models and the ascent/HF engines run")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="model dtype")
@@ -372,8 +421,15 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"load before: {load()}  torch threads: {torch.get_num_threads()}", file=sys.stderr)
     print_machine()
+    if (args.checkpoint or args.warm_steps) and not args.speculative:
+        raise SystemExit("--checkpoint and --warm-steps go with --speculative")
+    if args.checkpoint and args.warm_steps:
+        raise SystemExit("--checkpoint RUN_DIR or --warm-steps N, not both")
     if args.speculative:
-        for name in args.models.split(","):
+        names = ["25M"] if args.checkpoint else args.models.split(",")
+        if (args.checkpoint or args.warm_steps) and "smollm2" in names:
+            raise SystemExit("--checkpoint / --warm-steps train or load scratch models: leave smollm2 out of --models")
+        for name in names:
             speculative_rows(name, (args.smollm2_workloads if name == "smollm2" else args.workloads).split(","), args)
         print(f"load after: {load()}", file=sys.stderr)
         return

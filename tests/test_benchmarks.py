@@ -54,6 +54,28 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
     assert m["cpu"] and m["isa"] and m["cpus"] >= 1 and m["torch_threads"] >= 1 and len(m["load"]) == 3
 
 
+def test_rollout_throughput_speculative_on_a_warm_started_policy(tmp_path):
+    """--speculative --warm-steps: the pipeline's warm start trains the scratch model on the recipe's task, the
+    rows carry the policy's regime (entropy, sampled-token probability, lengths) and the same tokens as without
+    speculation; a second call reuses the run."""
+    args = ["benchmarks/rollout_throughput.py", "--speculative", "--models", "3.17M", "--workloads", "natural256"]
+    args += ["--prompts", "2", "--samples", "2", "--paired", "1", "--threads", "1", "--warm-steps", "3"]
+    args += ["--warm-dir", str(tmp_path)]
+    rows = run_script(*args)
+    assert len(rows) == 1
+    r = rows[0]
+    assert r["model"] == "3.17M:bench-warm-default-3.17M-3" and r["sequences"] == 4 and r["identical_sequences"] == 1.0
+    assert (tmp_path / "bench-warm-default-3.17M-3" / "warmstart" / "model.safetensors").is_file()
+    assert 0 < r["policy_entropy_nats"] < 2.9 and 0 < r["sampled_token_prob"] <= 1  # ln 17 = 2.83
+    assert r["length_q1"] <= r["length_median"] <= r["length_q3"] <= r["length_max"] <= 256
+    assert r["speedup_speculative"] > 0 and r["policy_params"] > 3_000_000
+    rerun = run_script(*args[:-4], "--checkpoint", str(tmp_path / "bench-warm-default-3.17M-3"))
+    assert (
+        rerun[0]["model"] == "bench-warm-default-3.17M-3"
+        and rerun[0]["policy_entropy_nats"] == r["policy_entropy_nats"]
+    )
+
+
 def test_native_decode_compares_kernels_and_torch_ops():
     from ascent import kernels
 
