@@ -60,7 +60,8 @@ def run_metrics(run_dir: Path) -> dict[str, float]:
     """The metrics of one run's latest checkpoint on its held-out rows (greedy)."""
     cfg = load_config(run_dir / "config.yaml", ["threads=1"])
     evaluator, policy = build_evaluator(cfg)
-    load_weights(policy.model, run_dir / "checkpoints" / "latest")
+    folder = run_dir / "checkpoints"
+    load_weights(policy.model, folder / (folder / "latest").read_text().strip())  # `latest` names the step folder
     policy.model.eval()
     with torch.no_grad():
         batch, _ = evaluator.sample(policy, evaluator.rows, 1, 0.0, None)
