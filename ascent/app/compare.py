@@ -307,9 +307,15 @@ def pass_k_of(key: str) -> Optional[int]:
 
 
 def bootstrapped_keys(keys: Any) -> list[str]:
-    """The metrics that get bootstrap intervals and a significance test: greedy accuracy and every pass@k after RL."""
+    """The metrics that get bootstrap intervals and a significance test: greedy accuracy, every pass@k and every
+    further grader's score (`eval.metrics`) after RL.
+
+    >>> bootstrapped_keys({"score_meta_tags_after_rl", "pass@4_after_rl", "accuracy_after_rl", "tool_calls_after_rl"})
+    ['accuracy_after_rl', 'pass@4_after_rl', 'score_meta_tags_after_rl']
+    """
     passk = sorted((k for k in keys if pass_k_of(k) is not None), key=pass_k_of)
-    return (["accuracy_after_rl"] if "accuracy_after_rl" in keys else []) + passk
+    scores = sorted(k for k in keys if k.startswith("score_") and k.endswith("_after_rl"))
+    return (["accuracy_after_rl"] if "accuracy_after_rl" in keys else []) + passk + scores
 
 
 def difference_to(base: list[dict[str, Any]], mine: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -466,7 +472,7 @@ def plot_pass_at_k(aggregates: list[dict[str, Any]], out: Path) -> Optional[Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = [(a["variant"], [k for k in bootstrapped_keys(set(a)) if k != "accuracy_after_rl"], a) for a in aggregates]
+    curves = [(a["variant"], [k for k in bootstrapped_keys(set(a)) if pass_k_of(k) is not None], a) for a in aggregates]
     if not any(keys for _, keys, _ in curves):
         return None
     many = len(curves) > 8  # a legend of many arms goes beside the axes, in columns, not over the curves

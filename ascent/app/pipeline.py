@@ -44,7 +44,7 @@ from ascent.runtime.memory import tune_malloc
 from ascent.tasks import TaskData, demonstrations, load_task
 from ascent.tasks.base import fit_to_context
 from ascent.trainer.checkpoint import Checkpointer, load_weights, save_folder_atomic, write_text_atomic
-from ascent.trainer.evaluate import Evaluator
+from ascent.trainer.evaluate import Evaluator, metric_key
 from ascent.trainer.rl import RLParts
 from ascent.trainer.samples import SampleLogger, read_samples
 from ascent.trainer.sft import Demonstrations, SFTRun, single_turn_demonstrations
@@ -159,6 +159,7 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
         loop=loop,
         lenient=lenient,
         pass_k_rows=cfg.eval.pass_k_rows,
+        metrics={metric_key(m): RewardRunner([m], None, cfg.reward_timeout_s) for m in cfg.eval.metrics},
     )
 
 

@@ -335,6 +335,11 @@ class EvalConfig:
     auto: the task's own (e.g. `last_number` for numeric answers), none when the task has none; null: none."""
     batch_size: int = 512
     """Prompts per generation batch."""
+    metrics: list[str] = field(default_factory=list)
+    """Further graders (reward specs, e.g. `citation_rubric`, `meta_tags`, `source_consistency`) scored on the same
+    greedy completions, each reported as `score_NAME` (NAME: the spec with non-word characters as `_`), its mean
+    over the held-out rows it has an opinion on; `ascent compare` gives them bootstrap intervals. A mechanism's own
+    measure next to accuracy, for every arm whatever it trains on."""
     before: bool = True
     """Evaluate the starting policy before RL (`accuracy_before_rl`); false skips it, e.g. in a comparison whose
     arms all start from one checkpoint already evaluated (each evaluation of a real model costs minutes)."""

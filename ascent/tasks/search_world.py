@@ -10,7 +10,8 @@ no training question comes from, so a policy cannot memorise facts: it has to se
 an evidence or grounding reward checks against, `evidence_rm`, `source_similarity`);
 the environment (`WorldsEnv`) switches to the row's world on reset. The warm start imitates `OracleAgent`
 (scripted, deliberately imperfect: `oracle_p_guess`, `oracle_p_redundant`), or `SearchingOracle`
-(`oracle_open=false`: the same, reading facts from search results without opening).
+(`oracle_open=false`: the same, reading facts from search results without opening); with `oracle_markup`, its
+replies also carry a reward's markup (`ascent.tasks.search_markup`: CaRR's citations, RLVMR's tags, SOAR's streams).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ascent.envs.tools import ToolCall, parse_tool_calls
 from ascent.policy.tokenizer import char_tokenizer
 from ascent.tasks.agent import AgentTask, Responder
 from ascent.tasks.base import TASKS, Row, TaskData
+from ascent.tasks.search_markup import MARKUP_PIECES, MARKUPS, mark
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,13 @@ class SearchWorldParams:
     oracle_open: bool = True
     """Warm-start oracle: open each hop's document after searching (OracleAgent); false: read the fact from
     the search result (needs snippet_chars >= the documents' length, ~120) and move on (shorter episodes)."""
+    oracle_markup: str = ""
+    """Warm-start oracle: the markup its demonstrations write (`ascent.tasks.search_markup`): `cite` (CaRR's
+    `<cite>`), `meta` (RLVMR's `<plan>`/`<explore>`), `soar` (SOAR's `<external>`/`<internal>` streams and
+    `<source>`); empty: none. The tokenizer then also gets the markup's tags as whole tokens."""
+    oracle_markup_error: float = 0.2
+    """Warm-start oracle with a markup: the rate of the markup's own mistakes (a wrong or missing citation, a
+    dropped tag, a fabricated or mislabelled source), in [0, 1]."""
     retriever: str = "bm25"
     """Who picks a search's top_k documents (`ascent.envs.retriever.RETRIEVERS`): `bm25` (fixed top-k) or
     `plackett_luce` (HARR's sampled, trainable retriever, trained in the RL step beside the policy; in YAML with
@@ -94,6 +103,12 @@ class SearchWorldParams:
     def __post_init__(self) -> None:
         if not (0 <= self.oracle_p_guess <= 1 and 0 <= self.oracle_p_redundant <= 1):
             raise ValueError("oracle_p_guess and oracle_p_redundant must be in [0, 1]")
+        if self.oracle_markup and self.oracle_markup not in MARKUPS:
+            raise ValueError(
+                f"oracle_markup must be one of {', '.join(MARKUPS)} (or empty), got {self.oracle_markup!r}"
+            )
+        if not 0 <= self.oracle_markup_error <= 1:
+            raise ValueError(f"oracle_markup_error must be in [0, 1], got {self.oracle_markup_error}")
         counts = (self.people, self.companies, self.cities, self.countries, self.questions_per_world, self.top_k)
         if min(counts) < 1 or self.cities < self.countries:
             raise ValueError(
@@ -240,9 +255,9 @@ class SearchWorlds:
         seeded from `rng`; a context is routed to the oracle of the question it contains."""
         shared = random.Random(rng.randrange(2**32))
         oracles: dict[str, OracleAgent] = {}
+        c = self.cfg
         for r in rows:
             task = self.env_task(r)
-            c = self.cfg
             p_guess = (
                 c.oracle_p_guess
                 if not c.oracle_guess_relations or task.question.path[-1] in c.oracle_guess_relations
@@ -259,7 +274,10 @@ class SearchWorlds:
 
         def respond(context: str) -> str:
             question = max((q for q in oracles if q in context), key=len, default=None)
-            return oracles[question](context) if question is not None else "<answer>unknown</answer>"
+            if question is None:
+                return "<answer>unknown</answer>"
+            reply = oracles[question](context)
+            return mark(oracles[question], c.oracle_markup, c.oracle_markup_error, context, reply)
 
         return respond
 
@@ -282,5 +300,7 @@ def search_world_task(cfg: DataConfig, seed: int, params: SearchWorldParams = Se
     pieces = tokenizer_pieces(params.prompt) if params.tokenizer_pieces else []
     if params.tokenizer_pieces and params.oracle_quote:
         pieces += [EVIDENCE_OPEN, EVIDENCE_CLOSE]
+    if params.tokenizer_pieces and params.oracle_markup:
+        pieces += MARKUP_PIECES[params.oracle_markup]
     tokenizer = with_chat_template(char_tokenizer(ALPHABET, pieces))
     return TaskData(train=train, eval=held_out, reward="answer_em", teacher=None, tokenizer=tokenizer, agent=agent)

@@ -11,13 +11,16 @@ Metrics (fractions and means over held-out rows):
   `unsupported_answer_rate` (among episodes with an answer, those whose answer no retrieved document
   supports: the environment's `supported`, e.g. search_world; absent when the environment does not say),
   `token_check_pass_rate` (trajectories whose ids equal their conversation rendered by the chat template,
-  `ascent.agents.token_check`; the first divergences are logged).
+  `ascent.agents.token_check`; the first divergences are logged);
+- `score_NAME` for each further grader of `eval.metrics` (`metric_key`): its mean on the greedy completions over
+  the rows it has an opinion on.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass, field, replace
 from math import comb
 from typing import Any, Callable, Optional
 
@@ -35,6 +38,15 @@ from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
 
 log = logging.getLogger(__name__)
+
+
+def metric_key(spec: str) -> str:
+    """The report key of an `eval.metrics` grader.
+
+    >>> metric_key("citation_rubric"), metric_key("c_grpo(alpha=0.5)")
+    ('score_citation_rubric', 'score_c_grpo_alpha_0_5')
+    """
+    return "score_" + re.sub(r"\W+", "_", spec).strip("_")
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -99,8 +111,12 @@ class Evaluator:
     """pass@k on the first this many rows (0: all)."""
     on_batch: Optional[Callable[[int], None]] = None
     """Called with the number of rows after each batch is judged (a progress bar; may raise to stop)."""
+    metrics: dict[str, RewardRunner] = field(default_factory=dict)
+    """Further graders scored on the greedy completions, by report key (`score_NAME`, `metric_key`)."""
 
     def __post_init__(self) -> None:
+        self.last_scores: dict[str, list[float]] = {}
+        """The further graders' opinions on the last greedy judgement (`metrics`)."""
         if self.agent is not None and self.loop is None:
             raise ValueError("an agent task's evaluator needs the agent loop's limits (loop=AgentConfig(...))")
 
@@ -144,6 +160,15 @@ class Evaluator:
         ok, _, _, trajs = self.judge(policy, n, temperature, generator, rows)
         return ok, trajs
 
+    def scores(self, batch: RolloutBatch) -> dict[str, list[float]]:
+        """Each further grader's opinions on a judged batch (NaN, no opinion, left out)."""
+        fields = batch.reward_fields()
+        out = {}
+        for key, runner in self.metrics.items():
+            col = runner.score(batch.prompts, batch.completions, fields).components[:, 0]
+            out[key] = [float(v) for v in col if not torch.isnan(v)]
+        return out
+
     def judge(
         self,
         policy: Policy,
@@ -155,6 +180,7 @@ class Evaluator:
         """`correct`, plus the lenient grader's (P, n) verdicts on the same completions (None without one) and
         the mean completion length in tokens."""
         out, loose, trajs, tokens = [], [], [], 0.0
+        self.last_scores = {k: [] for k in self.metrics}
         policy.model.eval()
         todo = self.rows[:rows] if rows else self.rows
         for i in range(0, len(todo), self.batch_size):
@@ -166,6 +192,9 @@ class Evaluator:
             if self.lenient is not None and self.agent is None:
                 second = self.lenient.score(batch.prompts, batch.completions, fields).components[:, 0]
                 loose.append((second >= self.threshold).reshape(len(chunk), n))
+            if n == 1 and temperature == 0.0:
+                for key, values in self.scores(batch).items():
+                    self.last_scores[key] += values
             tokens += float(batch.completion_mask.sum())
             trajs += got
             if self.on_batch is not None:
@@ -189,6 +218,9 @@ class Evaluator:
         if loose is not None:
             result["accuracy_lenient"] = int(loose.sum()) / loose.numel()
         result["completion_len"] = length
+        for key, values in self.last_scores.items():
+            if values:
+                result[key] = sum(values) / len(values)
         if self.agent is not None:
             result.update(episode_stats(trajs))
             report = check_trajectories(trajs, policy.tokenizer)
