@@ -8,8 +8,9 @@ labels coming on the fly from a noisy labeller. RLAnything's own loop is the opt
 (the reward model, read as a judge with p(verdict = +1) = σ(score), learns from whether its verdict agrees with
 the labeller's outcome O = ±1: −log σ(O · score) on every judged sample) and `policy_reward=integrated` (the
 policy gets R = O + step_weight · S̄, S̄ = 2σ(score) − 1 the judge's expected verdict, with the weights before
-the update); see `integrated_call`. One step per sample: the per-turn verdicts of multi-turn rows and the
-environment (task) adaptation are not implemented. With the defaults (`feedback=pairs`, `policy_reward=rm`),
+the update); see `integrated_call`. One step per sample: the per-turn verdicts of multi-turn rows are not
+implemented; the environment (task) adaptation is the sampler `data.sampler=env_adapt` (ascent/tasks/env_adapt.py).
+With the defaults (`feedback=pairs`, `policy_reward=rm`),
 each call (one rollout batch, groups of completions of the same prompt):
 
 1. score: r_i = RM_θ(x_i, y_i) for every completion, with the weights θ as they are (the reward returned);
@@ -171,7 +172,8 @@ def group_keys(prompts: list[str], group: Optional[list[Any]]) -> list[Any]:
             "policy_reward=integrated: R = O + step_weight * (2 sigmoid(score) - 1), the expected verdict (m -> "
             "infinity) of one step per sample; per-turn (step-wise) verdicts of multi-turn rows are not implemented"
         ),
-        "RLAnything's environment/task adaptation (harder or easier tasks from both critics' feedback) is not built",
+        "RLAnything's environment/task adaptation is a separate piece, data.sampler=env_adapt (a rule-based task "
+        "generator driven by the policy's accuracy; the judge's critiques do not reach it)",
     ),
 )
 class OnlineRewardModel:
