@@ -101,7 +101,12 @@ def summary(xs: list[float]) -> dict:
 def handoff(args) -> dict:
     import ray
 
-    arms = {"batch": ["ray.handoff=batch"], "sample": ["ray.handoff=sample"]}
+    known = {
+        "batch": ["ray.handoff=batch"],
+        "sample": ["ray.handoff=sample"],
+        "batch_k3": ["ray.handoff=batch", "ray.max_staleness=3"],  # today's path with every worker busy (K + 1 = 4)
+    }
+    arms = {a: known[a] for a in args.arms.split(",")}
     os.environ["ASYNC_BENCH_MAX_SLEEP"] = str(args.max_sleep)
     runs: dict[str, list[dict]] = {a: [] for a in arms}
     load = [os.getloadavg()[0]]
@@ -121,8 +126,10 @@ def handoff(args) -> dict:
         a: {k: summary([x[k] for x in rs]) for k in ("step_s", "learner_idle_frac", "weight_sync_s")}
         for a, rs in runs.items()
     }
-    ratio = [b["step_s"] / s["step_s"] for b, s in zip(runs["batch"], runs["sample"])]
-    out["step_time_ratio_batch_over_sample"] = summary(ratio)
+    for a in arms:
+        if a != "sample" and "sample" in runs:
+            ratio = [b["step_s"] / s["step_s"] for b, s in zip(runs[a], runs["sample"])]
+            out[f"step_time_ratio_{a}_over_sample"] = summary(ratio)
     out["runs"] = runs
     out["load_1min"] = [round(x, 2) for x in load]
     return out
@@ -181,6 +188,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=1, help="ray.max_staleness of both arms")
     p.add_argument("--workers", type=int, default=4, help="rollout workers of both arms")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--arms", default="batch,sample", help="of batch, sample, batch_k3 (batch path at K = 3)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--broadcast-mb", type=float, default=16.0)
     p.add_argument("--chunk-mb", type=float, default=1.0)

@@ -128,7 +128,7 @@ def test_stream_trains_every_row_once_within_the_staleness_bound_and_stops_on_a_
         + [
             f"train.steps={steps}",
             f"ray.max_staleness={K}",
-            "ray.rollout_workers=3",
+            "ray.rollout_workers=2",
             "ray.num_cpus_per_worker=0.5",
             "ray.handoff=sample",
             "ray.broadcast=chain",
