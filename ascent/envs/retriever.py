@@ -302,7 +302,7 @@ def bm25(params: None = None, seed: int = 0) -> BM25Retriever:
         "instead of a fine-tuned dense retriever over query + history text: the world is tiny and the CPU budget too",
         "the candidates are every document of the world (~14), not a first-stage pool of a large corpus",
         "trained jointly with the generator by the generator's group-relative advantages (HARR freezes the LLM); "
-        "the measured run freezes a scripted generator, which is HARR's setting",
+        "measured with a frozen scripted generator (HARR's setting) and jointly with the learned one (docs/agents.md)",
         "one on-policy step per batch, A * grad log pi, no ratio clipping or KL (with one step per batch the "
         "clipped objective has the same gradient)",
         "reward: the task's (answer exact match) where HARR uses answer F1",
