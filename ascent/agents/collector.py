@@ -303,7 +303,7 @@ class AgentCollector:
             for f, p in zip(batch.fields, probs):
                 f["agent_answer_probs"] = p
         elif self.turn_rewards == "meta_tags":
-            from ascent.rewards.agentic import answer_em, meta_turn_rewards
+            from ascent.rewards.agentic import answer_em, meta_turn_rewards, turn_tag_types
 
             rewards = []
             for i, t in enumerate(trajs):
@@ -311,4 +311,10 @@ class AgentCollector:
                 ok = answer_em([""], [""], [rows[i // self.n].get("answer")], [t.info], [texts])[0]
                 rewards.append(meta_turn_rewards(texts, [u.info for u in t.turns], bool(ok)))
         batch.extras = turn_extras(trajs, batch.input_ids.shape[1], rewards)
+        if self.turn_rewards == "meta_tags":  # GRPO-MR's per-tag groups (`grpo_mr`): (N, M), -1 where no turn
+            tags = torch.full(batch.extras["turn_kind"].shape, -1, dtype=torch.long)
+            for i, t in enumerate(trajs):
+                if t.turns:
+                    tags[i, : len(t.turns)] = torch.tensor(turn_tag_types([u.text for u in t.turns]), dtype=torch.long)
+            batch.extras["turn_tag"] = tags
         return batch

@@ -417,3 +417,67 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
 
 explore_group.requires = frozenset({"turn_index", "turn_kind"})
 explore_group.reads = frozenset({"turn_rewards"})  # optional: read when step_coef != 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# grpo_mr (RLVMR's GRPO-MR)
+# ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GrpoMrParams:
+    """RLVMR's GRPO-MR: the episode's group advantage plus the step's meta-reasoning advantage, normalised per tag."""
+
+    step_weight: float = 1.0
+    """Weight w of the per-tag step advantage beside the episode advantage; >= 0 (0: the episode part alone)."""
+    std: bool = False
+    """Divide both parts by their group's std (+ std_eps); false: mean-centred only, the authors' code's default."""
+
+    def __post_init__(self) -> None:
+        if not self.step_weight >= 0:
+            raise ValueError(f"step_weight must be >= 0, got {self.step_weight}")
+
+
+@ADVANTAGES.register(
+    "grpo_mr",
+    params=GrpoMrParams,
+    paper=papers.RLVMR,
+    fidelity="reduced",
+    departures=(
+        "the step rewards are `meta_tags`' rules (`agent.turn_rewards=meta_tags`): a repeated exploration scores -1 "
+        "(the authors' code: 0) and `<plan>` counts in turn 0 only; ascent's rules",
+        "one sample per episode with per-turn advantages on its tokens, where the authors' code makes each step "
+        "a sample",
+    ),
+)
+def grpo_mr(inp: AdvantageInput, cfg, params: GrpoMrParams = GrpoMrParams()) -> torch.Tensor:
+    """GRPO-MR (RLVMR, Zhang et al., 2025, arXiv:2507.22844; the authors' `compute_rlvmr_outcome_advantage`):
+    every token of turn t of episode i gets
+
+        A(i, t) = (R_i - mean_g R) + w (f_{i,t} - mean_{g, tag(i,t)} f)
+
+    R the episode's reward (group g = its task), f_{i,t} = extras['turn_rewards'] the turn's meta-reasoning score
+    (`agent.turn_rewards=meta_tags`) and the second mean over the turns of group g with the same tag type
+    (extras['turn_tag']: 1 plan, 2 explore, 3 reflect); untagged turns (tag 0) get the episode part only. With
+    `std`, each part is divided by its group's unbiased std + std_eps (flat groups: 0). So a plan is judged against
+    the group's other plans, an exploration against the other explorations. Needs extras turn_index, turn_rewards,
+    turn_tag.
+    """
+    name = "grpo_mr"
+    tag = _turn_extra(inp, "turn_tag", name).long()  # (N, M)
+    f = _turn_extra(inp, "turn_rewards", name).double()
+    _check(name, f.shape == tag.shape, f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_tag'] {tuple(tag.shape)}")
+    idx = _turn_index(inp, name, tag.shape[1])
+    r = inp.rewards.double()
+    _, mean, sd = group_moments(r, inp.group_index, inp.valid)
+    episode = (r - mean) / (sd + cfg.std_eps) if params.std else r - mean  # (N,)
+    adv = torch.where(inp.valid, episode, torch.zeros_like(episode))[:, None].expand(tag.shape).clone()  # (N, M)
+    rows, cols = ((tag > 0) & inp.valid[:, None]).nonzero(as_tuple=True)  # (P,) the tagged turns
+    if rows.numel() and params.step_weight != 0:
+        vals = torch.nan_to_num(f[rows, cols], nan=0.0)
+        pool = inp.group_index[rows] * 4 + tag[rows, cols]  # (group, tag type)
+        _, pm, ps = group_moments(vals, pool, torch.ones_like(vals, dtype=torch.bool))
+        step = (vals - pm) / (ps + cfg.std_eps) if params.std else vals - pm
+        adv[rows, cols] += params.step_weight * step
+    return _to_tokens(adv, idx, inp)
+
+
+grpo_mr.requires = frozenset({"turn_index", "turn_rewards", "turn_tag"})

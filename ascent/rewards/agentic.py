@@ -521,6 +521,17 @@ def tag_scores(turn_texts: list[str], turn_infos: list[dict[str, Any]], success:
     return [x for scores in turn_tag_scores(turn_texts, turn_infos, success) for x in scores]
 
 
+def turn_tag_types(turn_texts: list[str]) -> list[int]:
+    """Each turn's tag type for GRPO-MR's per-tag normalisation (`grpo_mr`): 1 `<plan>`, 2 `<explore>`,
+    3 `<reflect>`, 0 untagged; a turn with several counts as the first of plan, explore, reflect (the authors'
+    code's order).
+
+    >>> turn_tag_types(["<plan>x</plan><explore></explore>", "<explore/>", "<reflect/>", "<answer>a</answer>"])
+    [1, 2, 3, 0]
+    """
+    return [next((k + 1 for k, tag in enumerate(TAGS) if f"<{tag}" in text), 0) for text in turn_texts]
+
+
 def meta_turn_rewards(turn_texts: list[str], turn_infos: list[dict[str, Any]], success: bool) -> list[float]:
     """RLVMR's per-step credit as turn rewards (`agent.turn_rewards=meta_tags`): each turn's summed tag
     scores (0 for an untagged turn), for the turn-level estimators (`explore_group(step_coef=c)`,
@@ -539,8 +550,8 @@ def meta_turn_rewards(turn_texts: list[str], turn_infos: list[dict[str, Any]], s
     departures=(
         (
             "as a reward, the per-step tag scores are averaged into one episode-level value; per-step credit goes "
-            "through agent.turn_rewards=meta_tags and a turn-level estimator (RLVMR's GRPO-MR per-tag-type "
-            "normalisation is not built)"
+            "through agent.turn_rewards=meta_tags and a turn-level estimator (RLVMR's GRPO-MR: "
+            "algorithm.advantage=grpo_mr)"
         ),
         (
             "the rules -1 for an exploration that only repeats calls, `<plan>` scored in turn 0 only, and no format "
@@ -562,7 +573,8 @@ def meta_tags(
     tags. Success = answer_em. Mix it with the outcome (`reward=[answer_em,meta_tags] reward_weights=[1,0.1]`).
     This mean gives every token of the episode the same credit; RLVMR's dense per-step credit is
     `agent.turn_rewards=meta_tags` (each turn's own tag score in extras['turn_rewards']) with a turn-level
-    estimator such as `explore_group(step_coef=c)` or `turn_feedback`. No turn texts (single-turn rows): None."""
+    estimator: RLVMR's GRPO-MR (`grpo_mr`, per-tag-type normalisation), `explore_group(step_coef=c)` or
+    `turn_feedback`. No turn texts (single-turn rows): None."""
     n = len(completions)
     success = answer_em(prompts, completions, answer, agent_info, agent_turn_texts)
     out: Values = []

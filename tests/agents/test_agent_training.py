@@ -415,7 +415,7 @@ def test_soar_stream_credit_runs_in_an_agent_step(tmp_path, reward_file):
 
 
 def test_meta_tags_turn_rewards_are_each_turns_tag_score(agent_batch, policy, worlds, rows):
-    from ascent.rewards.agentic import answer_em, meta_turn_rewards
+    from ascent.rewards.agentic import answer_em, meta_turn_rewards, turn_tag_types
 
     collector, _ = agent_batch
     meta = AgentCollector(policy, rows, collector.engine, collector.task, LOOP, n=2, turn_rewards="meta_tags")
@@ -425,6 +425,8 @@ def test_meta_tags_turn_rewards_are_each_turns_tag_score(agent_batch, policy, wo
         ok = answer_em([""], [""], [rows[2]["answer"]], [f["agent_info"]], [texts])[0]
         want = meta_turn_rewards(texts, f["agent_turn_infos"], bool(ok))
         assert b.extras["turn_rewards"][i, : len(texts)].tolist() == pytest.approx(want)
+        assert b.extras["turn_tag"][i, : len(texts)].tolist() == turn_tag_types(texts)  # GRPO-MR's tag groups
+        assert (b.extras["turn_tag"][i, len(texts) :] == -1).all()
 
 
 def test_meta_tags_credit_goes_to_the_tagged_turn():
@@ -457,3 +459,28 @@ def test_meta_tags_credit_goes_to_the_tagged_turn():
     adv = ADVANTAGES.get("explore_group")(inp, AlgorithmConfig(), ExploreGroupParams(step_coef=1.0))
     assert float(adv[1, 1]) > 0 > float(adv[0, 1])  # the second episode's second exploration is the credited one
     assert torch.equal(adv[0], adv[2])
+
+
+def test_grpo_mr_runs_in_an_agent_step_on_the_tagging_oracles_task(tmp_path, reward_file):
+    """RLVMR's GRPO-MR end to end: meta_tags turn rewards and tag types reach the estimator in a training step."""
+    cfg = load_config(
+        "search-agent",
+        TINY
+        + [
+            f"reward={reward_file}",
+            f"output_dir={tmp_path}",
+            "train.steps=1",
+            "agent.turn_rewards=meta_tags",
+            "algorithm.advantage=grpo_mr",
+            "data.task.search_world.oracle_markup=meta",
+        ],
+    )
+    run, policy = prepare(cfg, tmp_path / "run", {})
+    from ascent.app.pipeline import make_collector
+
+    engine = make_engine("ascent")
+    parts = RLParts(
+        policy, run.task.train, run.encoder, engine, run.rewards, run.settings, make_collector(run, policy, engine)
+    )
+    m = RLTrainer(cfg, parts).step()
+    assert math.isfinite(m["loss/policy"])
