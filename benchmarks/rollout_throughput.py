@@ -33,7 +33,8 @@ JSON object: `speedup_speculative` (median of the per-pair tokens/s ratios, with
 drafted tokens), `identical_sequences` (share of the sequences whose tokens equal the engine's without it,
 same seed: 1.0 up to float-rounding flips of the inverse-CDF sampler, where a uniform falls within ~1e-6 of
 a token's cumulative-probability edge, seen about once per thousand tokens on SmolLM2's 49k vocabulary) and
-both sides' tokens/s; with the CPU model and the load before and after.
+both sides' tokens/s, the decode steps of both (medians) and the plain engine's mean live sequences per step;
+with the CPU model and the load before and after.
 
 A randomly initialised model's next-token distributions are near uniform (entropy ~ln 17 on the 17-token
 addition vocabulary), which RL never samples from: RL samples a warm-started policy. `--checkpoint RUN_DIR`
@@ -171,7 +172,7 @@ def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
             print(f"  {model_name:8} {wl:11} policy at T=1: {regime[wl]}", file=sys.stderr, flush=True)
         load_before, ratios, rates, same = load(), [], {"plain": [], "spec": []}, []
         drafted = accepted = chains = 0.0
-        lengths = []
+        lengths, steps, active = [], {"plain": [], "spec": []}, []
         for i in range(args.paired or 4):
             order = ("plain", "spec") if i % 2 == 0 else ("spec", "plain")
             r, outs = {}, {}
@@ -179,6 +180,9 @@ def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
                 r[side], outs[side] = timed_rollout(engines[side], policy.model, ids, args.samples, s, seed=i + 1)
                 rates[side].append(r[side])
             st = engines["spec"].last_stats
+            steps["plain"].append(engines["plain"].last_stats["decode_steps"])
+            steps["spec"].append(st["decode_steps"])
+            active.append(engines["plain"].last_stats["mean_active"])
             drafted, accepted, chains = (
                 drafted + st["spec_drafted"],
                 accepted + st["spec_accepted"],
@@ -204,6 +208,9 @@ def speculative_rows(model_name: str, workloads: list[str], args) -> list[dict]:
             "mean_accepted_draft_length": round(accepted / max(chains, 1.0), 3),
             "acceptance_rate": round(accepted / max(drafted, 1.0), 3),
             "drafted_tokens": int(drafted),
+            "plain_decode_steps": statistics.median(steps["plain"]),
+            "speculative_decode_steps": statistics.median(steps["spec"]),
+            "plain_mean_active": round(statistics.mean(active), 1),
             "mean_completion_len": round(statistics.mean(lengths), 1),
             "identical_sequences": round(statistics.mean(same), 4),
             "sequences": len(ids) * args.samples,

@@ -69,6 +69,7 @@ def test_rollout_throughput_speculative_on_a_warm_started_policy(tmp_path):
     assert 0 < r["policy_entropy_nats"] < 2.9 and 0 < r["sampled_token_prob"] <= 1  # ln 17 = 2.83
     assert r["length_q1"] <= r["length_median"] <= r["length_q3"] <= r["length_max"] <= 256
     assert r["speedup_speculative"] > 0 and r["policy_params"] > 3_000_000
+    assert 0 < r["speculative_decode_steps"] <= r["plain_decode_steps"] <= 256  # each step emits >= 1 token per row
     rerun = run_script(*args[:-4], "--checkpoint", str(tmp_path / "bench-warm-default-3.17M-3"))
     assert (
         rerun[0]["model"] == "bench-warm-default-3.17M-3"
