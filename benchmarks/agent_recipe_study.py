@@ -18,8 +18,8 @@ seed the arms differ only in the factor; seeds change RL's sampling and data ord
 Factors (`FACTORS`): each a paired difference over seeds (arm - control) with a 95% paired bootstrap interval
 (`ascent.app.stats`): reward (dense - sparse) under GRPO and under RLOO, policy (GRPO - RLOO) under sparse and dense
 rewards, the SFT:RL split (the recipe's last `steps` x 64 episodes spent on RL vs on more imitation), and the
-environment: RL's gain on held-out medium games (4 rooms, 8 objects, a 4-step quest; never trained on) minus its gain
-on the small games it trained on, and the gain on medium games alone (does training on simple games transfer).
+environment: RL's gain on the small games it trained on minus its gain on held-out medium games (4 rooms, 8 objects, a
+4-step quest; never trained on), and the gain on medium games alone (does training on simple games transfer).
 
     ascent train textworld name=study-base output_dir=W data.num_train=120 data.num_eval=40 warmstart.steps=600 \\
         train.steps=0 control.enabled=false threads=1
@@ -84,10 +84,10 @@ class Factor:
 
 AFTER = "accuracy_after_rl"
 FACTORS = (
-    Factor("reward", "dense - sparse | GRPO", ("grpo_dense", AFTER), ("grpo_sparse", AFTER), "dense turn rewards help"),
-    Factor("reward", "dense - sparse | RLOO", ("rloo_dense", AFTER), ("rloo_sparse", AFTER), "dense turn rewards help"),
-    Factor("policy", "GRPO - RLOO | sparse", ("grpo_sparse", AFTER), ("rloo_sparse", AFTER), "biased beats unbiased"),
-    Factor("policy", "GRPO - RLOO | dense", ("grpo_dense", AFTER), ("rloo_dense", AFTER), "biased beats unbiased"),
+    Factor("reward", "dense - sparse (GRPO)", ("grpo_dense", AFTER), ("grpo_sparse", AFTER), "dense turn rewards help"),
+    Factor("reward", "dense - sparse (RLOO)", ("rloo_dense", AFTER), ("rloo_sparse", AFTER), "dense turn rewards help"),
+    Factor("policy", "GRPO - RLOO (sparse)", ("grpo_sparse", AFTER), ("rloo_sparse", AFTER), "biased beats unbiased"),
+    Factor("policy", "GRPO - RLOO (dense)", ("grpo_dense", AFTER), ("rloo_dense", AFTER), "biased beats unbiased"),
     Factor(
         "policy",
         "SFT+RL - SFT only (equal episodes)",
@@ -97,9 +97,9 @@ FACTORS = (
     ),
     Factor(
         "environment",
-        "RL gain: medium - small games",
-        ("grpo_sparse", "gain_medium"),
+        "RL gain: small - medium games",
         ("grpo_sparse", "gain_small"),
+        ("grpo_sparse", "gain_medium"),
         "RL gains shrink as games grow",
     ),
     Factor(
@@ -207,7 +207,7 @@ def medium_eval(weights: Path, games: int, max_turns: int) -> float:
     from ascent.tasks.textworld import TextWorldGames
     from ascent.trainer.checkpoint import load_weights
 
-    cfg = load_config(RECIPE, [*SHARED, "warmstart.steps=0", f"agent.max_turns={max_turns}"])
+    cfg = load_config(RECIPE, [*SHARED, "warmstart.steps=0", "control.enabled=false", f"agent.max_turns={max_turns}"])
     with tempfile.TemporaryDirectory() as tmp:
         run, policy = prepare(cfg, Path(tmp), {})
     params = replace(task_piece(cfg.data).params, size="medium")

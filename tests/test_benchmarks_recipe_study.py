@@ -87,11 +87,11 @@ def test_factor_table_paired_bootstrap():
     rloo = {s: {after: r[after] + d} for (s, r), d in zip(sparse.items(), [0.1, -0.1, 0.2, -0.2, 0.0])}
     rows = study.factor_table({"grpo_sparse": sparse, "grpo_dense": dense, "rloo_sparse": rloo})
     by = {r["factor"]: r for r in rows}
-    assert set(by) == {"dense - sparse | GRPO", "GRPO - RLOO | sparse", "SFT+RL - SFT only (equal episodes)"}
-    d = by["dense - sparse | GRPO"]
+    assert set(by) == {"dense - sparse (GRPO)", "GRPO - RLOO (sparse)", "SFT+RL - SFT only (equal episodes)"}
+    d = by["dense - sparse (GRPO)"]
     assert d["seeds"] == 5 and d["diff"] == pytest.approx(0.05) and d["ci95"] == pytest.approx([0.05, 0.05])
     assert d["arm_mean"] == pytest.approx(0.35) and d["control_mean"] == pytest.approx(0.3) and d["shown"] == "yes"
-    p = by["GRPO - RLOO | sparse"]  # differences -0.1, 0.1, -0.2, 0.2, 0: mean 0, interval straddles it
+    p = by["GRPO - RLOO (sparse)"]  # differences -0.1, 0.1, -0.2, 0.2, 0: mean 0, interval straddles it
     assert p["diff"] == pytest.approx(0.0) and p["ci95"][0] < 0 < p["ci95"][1] and p["shown"] == "not shown"
     assert p["ci95"][0] >= -0.2 and p["ci95"][1] <= 0.2  # a percentile interval stays within the seen values
     assert by["SFT+RL - SFT only (equal episodes)"]["diff"] == pytest.approx(0.1)
@@ -101,4 +101,4 @@ def test_factor_table_paired_bootstrap():
     assert row["seeds"] == 4 and row["diff"] == pytest.approx(-0.115) and row["shown"] == "opposite"
     assert row["ci95"][1] < 0
     table = study.markdown([row])
-    assert "| reward | dense - sparse | GRPO |" in table and "-0.115 [" in table and "| opposite |" in table
+    assert "| reward | dense - sparse (GRPO) |" in table and "-0.115 [" in table and "| opposite |" in table
