@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> dict:
         )
     r = np.asarray(ratios)
     rng = np.random.default_rng(0)
-    boot = [float(np.nanmean(rng.choice(r, len(r)))) for _ in range(10_000)]
+    finite = r[np.isfinite(r)]  # a seed whose arm never reaches the target has no time (nan): left out
+    boot = [float(np.mean(rng.choice(finite, len(finite)))) for _ in range(10_000)] if len(finite) else [np.nan]
     out = {
         "base": args.base,
         "arm": args.arm,

@@ -239,6 +239,7 @@ WITH_PARAMS = {
     "relax",
     "soar",
     "duration_aware",
+    "grpo_mr",
 }
 NEED_A_VALUE = {"prm": "path is required"}  # a piece that cannot run without a file names it in its error
 
