@@ -215,7 +215,7 @@ class AgentCollector:
     turn_rewards: str = "env"
     """env: the environment's step rewards; igpo: information gains (`ascent.rewards.agentic.igpo_turn_rewards`);
     eapo: Exploration-Aware PO's variational exploration reward (`ascent.rewards.agentic.eapo_turn_rewards`);
-    meta_tags: RLVMR's per-turn tag scores (`ascent.rewards.agentic.meta_turn_rewards`)."""
+    meta_tags: RLVMR's per-turn tag scores (`ascent.rewards.meta_tags.meta_turn_rewards`)."""
     igpo_template: str = "<answer>{answer}</answer>"
     micro_batch_size: int = 32
     """Probe sequences per forward (igpo, eapo)."""
@@ -303,7 +303,8 @@ class AgentCollector:
             for f, p in zip(batch.fields, probs):
                 f["agent_answer_probs"] = p
         elif self.turn_rewards == "meta_tags":
-            from ascent.rewards.agentic import answer_em, meta_turn_rewards, turn_tag_types
+            from ascent.rewards.agentic import answer_em
+            from ascent.rewards.meta_tags import meta_turn_rewards, turn_tag_types
 
             rewards = []
             for i, t in enumerate(trajs):

@@ -1,7 +1,7 @@
 """Reward registry, built-in verifiers, user reward loading and the robust runner."""
 
 from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewards
-    agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, meta_tags, round_discount
+    agentic,  # noqa: F401,E402 - answer_em, answer_f1, trace, source_consistency, citation_rubric, evidence_recall, igpo, round_discount
     alignment,  # noqa: F401,E402 - term_align (TAT-R1 term-alignment rewards, IBM Model 1 aligner)
     constraint_rm,  # noqa: F401,E402 - constraint_rm (label-free constraint-wise classifier reward)
     constraints,
@@ -13,6 +13,7 @@ from ascent.rewards import (  # noqa: F401,E402 - importing registers their rewa
     gui_point,  # noqa: F401,E402 - gui_point (SE-GUI / GUI-G² dense click rewards)
     judge,  # noqa: F401,E402 - judge (a generative judge LM with voting)
     lp_solver,
+    meta_tags,  # noqa: F401,E402 - meta_tags (RLVMR's meta-reasoning tag scores; per-turn credit)
     milp_solver,  # noqa: F401,E402 - milp_solver (solver-verified MILP models, SDRL)
     online_rm,  # noqa: F401,E402 - rm_online (a reward model updated on the batches it scores)
     peers,  # noqa: F401,E402 - peer_consensus (majority of the group / of peer models, label-free)

@@ -415,7 +415,8 @@ def test_soar_stream_credit_runs_in_an_agent_step(tmp_path, reward_file):
 
 
 def test_meta_tags_turn_rewards_are_each_turns_tag_score(agent_batch, policy, worlds, rows):
-    from ascent.rewards.agentic import answer_em, meta_turn_rewards, turn_tag_types
+    from ascent.rewards.agentic import answer_em
+    from ascent.rewards.meta_tags import meta_turn_rewards, turn_tag_types
 
     collector, _ = agent_batch
     meta = AgentCollector(policy, rows, collector.engine, collector.task, LOOP, n=2, turn_rewards="meta_tags")
@@ -435,7 +436,7 @@ def test_meta_tags_credit_goes_to_the_tagged_turn():
     from ascent.algorithms import ADVANTAGES, AdvantageInput
     from ascent.algorithms.turn_advantages import ExploreGroupParams
     from ascent.config.schema import AlgorithmConfig
-    from ascent.rewards.agentic import meta_turn_rewards
+    from ascent.rewards.meta_tags import meta_turn_rewards
 
     call = '<tool_call>{"name": "search", "arguments": {"q": "%s"}}</tool_call>'
     first = ["<explore/>" + call % "a", "<explore/>" + call % "a", "<answer>x</answer>"]  # new call, then a repeat

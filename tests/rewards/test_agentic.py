@@ -9,7 +9,8 @@ import math
 import pytest
 
 from ascent.rewards import REWARDS, RewardRunner
-from ascent.rewards.agentic import Trace, eapo_turn_rewards, igpo_turn_rewards, tag_scores, token_f1
+from ascent.rewards.agentic import Trace, eapo_turn_rewards, igpo_turn_rewards, token_f1
+from ascent.rewards.meta_tags import tag_scores
 
 
 def info(answer=None, supported=None, calls=0, retrieved=(), opened=()):
