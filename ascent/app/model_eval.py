@@ -16,7 +16,6 @@ with the run's settings it gives the run's final evaluation.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
@@ -33,7 +32,7 @@ from ascent.rollout.types import SamplingSettings
 from ascent.runtime.memory import tune_malloc
 from ascent.tasks import load_task
 from ascent.trainer.checkpoint import write_text_atomic
-from ascent.trainer.evaluate import Evaluator
+from ascent.trainer.evaluate import Evaluator, breakdown
 
 MANIFEST = "ascent_export.json"  # written by ascent.app.export next to an exported model
 
@@ -86,39 +85,13 @@ def build_evaluator(cfg: RunConfig) -> tuple[Evaluator, Policy]:
     return make_evaluator(cfg, task, encoder, settings), policy
 
 
-def breakdown(
-    rows: list[dict[str, Any]], ok: torch.Tensor, loose: Optional[torch.Tensor], field: str
-) -> dict[str, dict[str, float]]:
-    """Greedy accuracy (and lenient accuracy) per value of the rows' `field`, with the row count, values sorted.
-
-    >>> rows = [{"steps": 2}, {"steps": 1}, {"steps": 2}]
-    >>> breakdown(rows, torch.tensor([True, False, False]), None, "steps")
-    {'1': {'n': 1, 'accuracy': 0.0}, '2': {'n': 2, 'accuracy': 0.5}}
-    """
-    if any(field not in r for r in rows):
-        raise RunDirError(
-            f"--by {field}: the task's held-out rows have no field {field!r} (they have {sorted(rows[0])})"
-        )
-    groups: dict[Any, list[int]] = defaultdict(list)
-    for i, r in enumerate(rows):
-        groups[r[field]].append(i)
-    out = {}
-    for value in sorted(groups, key=lambda v: (isinstance(v, str), v)):
-        idx = torch.tensor(groups[value])
-        entry: dict[str, float] = {"n": len(idx), "accuracy": int(ok[idx].sum()) / len(idx)}
-        if loose is not None:
-            entry["accuracy_lenient"] = int(loose[idx].sum()) / len(idx)
-        out[str(value)] = entry
-    return out
-
-
 def run_evaluation(evaluator: Evaluator, policy: Policy, cfg: RunConfig, by: Optional[str] = None) -> dict[str, Any]:
     """The run's evaluation (`ascent.app.pipeline.evaluate`: greedy accuracy with both graders, completion length,
     pass@k at the rollout temperature from the run seed), plus a breakdown by the rows' field `by`."""
     result, ok, loose = evaluator.report(policy, cfg.eval.pass_k, cfg.rollout.temperature or 1.0, cfg.seed)
     out: dict[str, Any] = {"rows": len(evaluator.rows), **result}
     if by:
-        out[f"by_{by}"] = breakdown(evaluator.rows, ok, loose, by)
+        out[f"by_{by}"] = breakdown(evaluator.rows, ok, loose, by, option="--by")
     return out
 
 

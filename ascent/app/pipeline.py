@@ -160,6 +160,7 @@ def make_evaluator(cfg: RunConfig, task: TaskData, encoder: PromptEncoder, setti
         lenient=lenient,
         pass_k_rows=cfg.eval.pass_k_rows,
         metrics={metric_key(m): RewardRunner([m], None, cfg.reward_timeout_s) for m in cfg.eval.metrics},
+        by=cfg.eval.by,
     )
 
 

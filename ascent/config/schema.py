@@ -340,6 +340,10 @@ class EvalConfig:
     greedy completions, each reported as `score_NAME` (NAME: the spec with non-word characters as `_`), its mean
     over the held-out rows it has an opinion on; `ascent compare` gives them bootstrap intervals. A mechanism's own
     measure next to accuracy, for every arm whatever it trains on."""
+    by: Optional[str] = None
+    """Also report greedy accuracy (strict and lenient) per value of this held-out row field, e.g. `steps` on
+    `gsm8k` (the calculator-step count): metrics `accuracy_steps_1`, `accuracy_lenient_steps_1`, ... in
+    metrics.jsonl and summary.json (`..._before_rl`, `..._after_rl`, `..._control`); None: no breakdown."""
     before: bool = True
     """Evaluate the starting policy before RL (`accuracy_before_rl`); false skips it, e.g. in a comparison whose
     arms all start from one checkpoint already evaluated (each evaluation of a real model costs minutes)."""

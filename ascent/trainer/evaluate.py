@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from math import comb
 from typing import Any, Callable, Optional
@@ -36,6 +37,7 @@ from ascent.rewards.runner import RewardRunner
 from ascent.rollout.batch import assemble
 from ascent.rollout.engine import RolloutEngine
 from ascent.rollout.types import RolloutBatch, SamplingSettings
+from ascent.tasks.base import DataError
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +115,13 @@ class Evaluator:
     """Called with the number of rows after each batch is judged (a progress bar; may raise to stop)."""
     metrics: dict[str, RewardRunner] = field(default_factory=dict)
     """Further graders scored on the greedy completions, by report key (`score_NAME`, `metric_key`)."""
+    by: Optional[str] = None
+    """Also report greedy accuracy per value of this row field (`eval.by`, e.g. GSM8K's `steps`):
+    `accuracy_FIELD_VALUE`, `accuracy_lenient_FIELD_VALUE` (`flat_breakdown`)."""
 
     def __post_init__(self) -> None:
+        if self.by:
+            check_field(self.rows, self.by, "eval.by")
         self.last_scores: dict[str, list[float]] = {}
         """The further graders' opinions on the last greedy judgement (`metrics`)."""
         if self.agent is not None and self.loop is None:
@@ -204,8 +211,12 @@ class Evaluator:
 
     def __call__(self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
         """{'accuracy': greedy accuracy, 'accuracy_lenient', 'completion_len', the agent metrics, 'pass@1',
-        f'pass@{k}' for k in pass_ks(pass_k): from pass_k samples per row at `temperature`}."""
-        return self.report(policy, pass_k, temperature, seed)[0]
+        f'pass@{k}' for k in pass_ks(pass_k): from pass_k samples per row at `temperature`, and with `by` the
+        breakdown by that row field (`flat_breakdown`)}."""
+        result, ok, loose = self.report(policy, pass_k, temperature, seed)
+        if self.by:
+            result.update(flat_breakdown(breakdown(self.rows, ok, loose, self.by), self.by))
+        return result
 
     def report(
         self, policy: Policy, pass_k: int = 0, temperature: float = 1.0, seed: int = 0
@@ -234,3 +245,48 @@ class Evaluator:
             for k in pass_ks(pass_k):
                 result[f"pass@{k}"] = sum(pass_at_k(pass_k, c, k) for c in counts) / len(counts)
         return result, *greedy
+
+
+def check_field(rows: list[dict[str, Any]], field: str, option: str) -> None:
+    """A DataError (one line) naming `option` when some held-out row has no `field`."""
+    if any(field not in r for r in rows):
+        have = sorted(rows[0]) if rows else []
+        raise DataError(f"{option} {field}: the task's held-out rows have no field {field!r} (they have {have})")
+
+
+def breakdown(
+    rows: list[dict[str, Any]], ok: torch.Tensor, loose: Optional[torch.Tensor], field: str, option: str = "eval.by"
+) -> dict[str, dict[str, float]]:
+    """Greedy accuracy (and lenient accuracy) per value of the rows' `field`, with the row count, values sorted.
+
+    >>> rows = [{"steps": 2}, {"steps": 1}, {"steps": 2}]
+    >>> breakdown(rows, torch.tensor([True, False, False]), None, "steps")
+    {'1': {'n': 1, 'accuracy': 0.0}, '2': {'n': 2, 'accuracy': 0.5}}
+    """
+    check_field(rows, field, option)
+    groups: dict[Any, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        groups[r[field]].append(i)
+    out = {}
+    for value in sorted(groups, key=lambda v: (isinstance(v, str), v)):
+        idx = torch.tensor(groups[value])
+        entry: dict[str, float] = {"n": len(idx), "accuracy": int(ok[idx].sum()) / len(idx)}
+        if loose is not None:
+            entry["accuracy_lenient"] = int(loose[idx].sum()) / len(idx)
+        out[str(value)] = entry
+    return out
+
+
+def flat_breakdown(groups: dict[str, dict[str, float]], field: str) -> dict[str, float]:
+    """`breakdown`'s groups as flat metric keys (what metrics.jsonl and summary.json hold); the row counts are
+    left out (they are the task's, not the policy's).
+
+    >>> flat_breakdown({"1": {"n": 65, "accuracy": 0.5, "accuracy_lenient": 0.75}}, "steps")
+    {'accuracy_steps_1': 0.5, 'accuracy_lenient_steps_1': 0.75}
+    """
+    out: dict[str, float] = {}
+    for value, entry in groups.items():
+        for metric, number in entry.items():
+            if metric != "n":
+                out[f"{metric}_{field}_{value}"] = number
+    return out

@@ -36,6 +36,7 @@ RUN = TINY + [
     "eval.pass_k=4",
     "eval.lenient=last_number",
     "eval.batch_size=10",
+    "eval.by=a",  # the run's own breakdown by the first operand, in summary.json
 ]
 
 
@@ -68,6 +69,11 @@ def test_eval_of_an_exported_folder_reproduces_the_runs_final_evaluation(exporte
     groups = printed["by_a"]
     assert sum(g["n"] for g in groups.values()) == 24 and set(groups) <= {str(a) for a in range(10)}
     assert sum(g["n"] * g["accuracy"] for g in groups.values()) == pytest.approx(24 * printed["accuracy"])
+    for a, group in groups.items():  # eval.by=a: the run's summary holds the same breakdown (before and after RL)
+        assert summary[f"accuracy_a_{a}_after_rl"] == group["accuracy"], a
+        assert summary[f"accuracy_lenient_a_{a}_after_rl"] == group["accuracy_lenient"], a
+        assert f"accuracy_a_{a}_before_rl" in summary  # (TINY runs no control)
+    assert not any(k.startswith("accuracy_a_") for k in summary if k[len("accuracy_a_") :].split("_")[0] not in groups)
 
 
 def test_the_same_folder_on_another_task_and_as_a_run(exported, capsys, one_thread):
@@ -93,3 +99,6 @@ def test_what_is_no_model_is_a_clear_error(tmp_path, capsys):
         model_overrides(tmp_path / "empty", None)
     assert main(["eval", "--task", "addition", "--by", "nope", "data.num_eval=4", "eval.pass_k=0", *TINY]) == 2
     assert "--by nope: the task's held-out rows have no field 'nope'" in capsys.readouterr().err
+    assert main(["train", *TINY, "eval.by=nope", f"output_dir={tmp_path}", "name=byno"]) == 2  # before any training
+    assert "eval.by nope: the task's held-out rows have no field 'nope'" in capsys.readouterr().err
+    assert not (tmp_path / "byno" / "checkpoints").exists()
