@@ -48,7 +48,9 @@ def test_rollout_throughput_prints_fp32_and_bf16_rows():
         "ascent_one_batch_tokens_per_s",
     ):
         assert r[key] > 0
-    assert abs(r["speedup_vs_hf_generate"] - r["ascent_tokens_per_s"] / r["hf_generate_tokens_per_s"]) < 0.01
+    ours, hf = r["ascent_tokens_per_s"], r["hf_generate_tokens_per_s"]  # each rounded to 0.1, the ratio to 0.001:
+    slack = 0.0005 + (ours / hf) * (0.05 / ours + 0.05 / hf) * 1.01  # a slow (loaded) hf rate makes 0.1 matter
+    assert abs(r["speedup_vs_hf_generate"] - ours / hf) <= slack
     assert r["malloc"] == "tuned"
     m = r["machine"]  # every figure names where it was measured
     assert m["cpu"] and m["isa"] and m["cpus"] >= 1 and m["torch_threads"] >= 1 and len(m["load"]) == 3
