@@ -89,6 +89,15 @@ def linear_bias(layer: torch.nn.Module) -> torch.Tensor | None:
     return (layer.get_base_layer() if is_lora(layer) else layer).bias
 
 
+def plain_linear(layer: torch.nn.Module | None) -> bool:
+    """True for an `nn.Linear`, or a subclass that declares `plain_linear = True`: same parameters, same product
+    x W^T + b, only computed in another precision (the bf16 learner's fp32 output layer,
+    `ascent.trainer.precision.Fp32Linear`), so the decoder, which reads the weight, samples the same."""
+    return type(layer) is torch.nn.Linear or (
+        isinstance(layer, torch.nn.Linear) and getattr(type(layer), "plain_linear", False) is True
+    )
+
+
 def _plain_or_lora(layer: torch.nn.Module) -> bool:
     if is_lora(layer):
         dora = getattr(layer, "use_dora", {})
@@ -112,10 +121,7 @@ def supports(model: torch.nn.Module) -> bool:
         or getattr(cfg, "use_sliding_window", False)
     ):
         return False
-    if (
-        type(model.model.embed_tokens) is not torch.nn.Embedding
-        or type(getattr(model, "lm_head", None)) is not torch.nn.Linear
-    ):
+    if type(model.model.embed_tokens) is not torch.nn.Embedding or not plain_linear(getattr(model, "lm_head", None)):
         return False
     for block in model.model.layers:
         a, m = getattr(block, "self_attn", None), getattr(block, "mlp", None)

@@ -87,6 +87,21 @@ def test_bf16_keeps_weights_and_output_layer_in_fp32(tokenizer):
     assert type(copy.deepcopy(model).get_output_embeddings()) is Fp32Linear  # the frozen reference keeps it
 
 
+def test_bf16_output_layer_keeps_the_fast_decoder(tokenizer):
+    """The fp32 output layer of a bf16 learner is still a plain linear for the rollout decoder: the fast engine
+    keeps the model (before the fix `supports` refused it and rollouts fell back to the slower cached engine)
+    and samples exactly what it sampled before the class change."""
+    from ascent.rollout.decoder import supports
+
+    model = tiny_qwen(tokenizer, seed=4, hidden=64, layers=2, tie=False).eval()
+    before = fixed_batch(model, tokenizer)
+    assert supports(model) and fp32_output_layer(model)
+    assert supports(model)
+    after = fixed_batch(model, tokenizer)
+    assert torch.equal(before.input_ids, after.input_ids)
+    assert torch.equal(before.sampled_logprobs, after.sampled_logprobs)
+
+
 def probe_inputs(tokenizer, seed=2):
     model = tiny_qwen(tokenizer, seed=seed, hidden=64, layers=2).train()
     batch = fixed_batch(model, tokenizer)
