@@ -69,6 +69,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--work", default=str(ROOT / ".cache" / "offline_bench"), help="cache of experts, data and runs")
     p.add_argument("--d3rlpy-site", default=str(ROOT / ".venv-d3rlpy-site"), help="where d3rlpy is installed")
     p.add_argument("--sides", default="ascent,d3rlpy")
+    p.add_argument(
+        "--ascent-params", default="",
+        help="more parameters of ascent's algorithm, e.g. log_std=sigmoid (IQL with d3rlpy's log-std form): a "
+        "diagnostic arm; its runs are cached under their own names",
+    )  # fmt: skip
     p.add_argument("--json", default="", help="also write the JSON result here")
     p.add_argument(
         "--jobs", type=int, default=1,
@@ -149,11 +154,14 @@ def dataset(args: argparse.Namespace, work: Path, run_dir: Path) -> dict[str, An
 def run_ascent(
     args: argparse.Namespace, data: dict[str, Any], seed: int, work: Path, core: int | None = None
 ) -> dict[str, Any]:
-    name = f"{args.dataset}-{args.algo}-{args.steps}-h{args.hidden.replace(',', 'x')}-s{seed}"
+    extra = args.ascent_params.strip()
+    tag = "-" + "".join(c if c.isalnum() else "_" for c in extra) if extra else ""
+    name = f"{args.dataset}-{args.algo}-{args.steps}-h{args.hidden.replace(',', 'x')}{tag}-s{seed}"
+    params = f"hidden=[{args.hidden}]" + (f", {extra}" if extra else "")
     cmd = ascent_cmd() + [
         "train", "halfcheetah-sac", f"name={name}", f"output_dir={work / 'offline'}", f"seed={seed}",
         f"classic.env={data['env']}", f"classic.dataset={data['path']}", f"classic.total_steps={args.steps}",
-        f"classic.algorithm={args.algo}(hidden=[{args.hidden}])", f"classic.eval_episodes={args.eval_episodes}",
+        f"classic.algorithm={args.algo}({params})", f"classic.eval_episodes={args.eval_episodes}",
         f"classic.log_every={max(1, args.steps // 10)}", "logging.progress=false", "threads=1", "--overwrite",
     ]  # fmt: skip
     run(cmd, work / f"{name}.log", core=core)
@@ -246,6 +254,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ref_max_score": data["ref_max_score"],
         "steps": args.steps,
         "hidden": args.hidden,
+        "ascent_params": args.ascent_params,
         "seeds": args.seeds,
         "first_seed": args.first_seed,
         "eval_episodes": args.eval_episodes,

@@ -240,6 +240,15 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
         assert again["jobs"] == 2 and again["ascent"]["scores"] == a["scores"]
         cores = [run["core"] for run in again["runs"]["ascent"]]
         assert len(set(cores)) == 2 and set(cores) <= os.sched_getaffinity(0)
+    # a diagnostic arm: IQL with d3rlpy's log-std form, its runs under their own names beside the default's
+    arm = run_script(
+        "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium", "--seeds", "1",
+        "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden", "16",
+        "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path), "--ascent-params", "log_std=sigmoid",
+    )[-1]  # fmt: skip
+    assert arm["ascent_params"] == "log_std=sigmoid" and arm["ascent"]["scores"][0] != a["scores"][0]
+    (folder,) = (tmp_path / "offline").glob("*-log_std_sigmoid-s0")
+    assert "sigmoid" in (folder / "config.yaml").read_text()  # the run really had the arm's parameter
     too_many = subprocess.run(
         [sys.executable, "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium",
          "--jobs", str(len(os.sched_getaffinity(0)) + 1)],

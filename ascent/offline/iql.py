@@ -64,6 +64,9 @@ class IQLParams:
     """Decay the policy's learning rate to 0 by a cosine over classic.total_steps gradient steps."""
     normalize_obs: bool = True
     """Standardise observations by the dataset's mean and std (+1e-3), in training and when acting."""
+    log_std: Literal["clamp", "sigmoid"] = "clamp"
+    """The policy's state-independent log std (`GaussianActor`): clamp, a vector clamped to [-5, 2] starting at
+    0 (the authors' code); sigmoid, -5 + 7 sigmoid(p) starting at -1.5 (d3rlpy 2.8's form, a diagnostic arm)."""
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -103,7 +106,7 @@ class IQL(OfflineAlgorithm):
     def __init__(self, ctx: ClassicContext, params: IQLParams) -> None:
         super().__init__(ctx, params, reward_scale=params.reward_scale if params.reward_scale == "return" else 1.0)
         p, D, A = params, self.obs_dim, self.action_dim
-        self.actor = GaussianActor(D, A, p.hidden, self.low, self.high)
+        self.actor = GaussianActor(D, A, p.hidden, self.low, self.high, log_std_form=p.log_std)
         self.critic, self.critic_target = TwinQ(D, A, p.hidden), TwinQ(D, A, p.hidden)
         self.critic_target.load_state_dict(self.critic.state_dict())
         self.value = ValueNet(D, p.hidden)

@@ -115,6 +115,30 @@ def test_iql_updates_q_and_the_policy_with_the_value_it_has_just_updated(tmp_pat
         assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
 
 
+def test_iql_log_std_forms_clamp_and_sigmoid(tmp_path):
+    """`log_std=clamp` (the authors' code): log std = clamp(p, -5, 2), p from 0, no gradient past a bound;
+    `log_std=sigmoid` (d3rlpy 2.8): log std = -5 + 7 sigmoid(p), from -1.5, a gradient everywhere. Both log-probs
+    equal torch's Normal with that std around the tanh-bounded mean."""
+    data = bandit_dataset(tmp_path, 200)
+    clamp = build("iql(hidden=[16], batch_size=32)", data, Bandit, 10).actor
+    sig = build("iql(hidden=[16], batch_size=32, log_std=sigmoid)", data, Bandit, 10).actor
+    obs, act = torch.tensor([[0.3], [-0.8]]), torch.tensor([[0.1], [0.5]])
+    for actor, start in ((clamp, 0.0), (sig, -1.5)):
+        assert actor.current_log_std().tolist() == pytest.approx([start])
+        ref = torch.distributions.Normal(actor.mean(obs), actor.current_log_std().exp()).log_prob(act).sum(-1)
+        assert torch.allclose(actor.log_prob(obs, act), ref, atol=1e-6)
+    with torch.no_grad():
+        clamp.log_std.fill_(-7.0)  # past the lower bound: clamped, and the clamp passes no gradient
+        sig.log_std.fill_(-7.0)  # deep in the sigmoid's tail: -5 + 7 sigmoid(-7), still a (small) gradient
+    assert clamp.current_log_std().tolist() == pytest.approx([-5.0])
+    assert sig.current_log_std().tolist() == pytest.approx([-5 + 7 / (1 + np.exp(7.0))], rel=1e-5)
+    for actor in (clamp, sig):
+        actor.log_prob(obs, act).sum().backward()
+    assert float(clamp.log_std.grad) == 0.0 and float(sig.log_std.grad) != 0.0
+    with pytest.raises(ValueError, match="iql.log_std: 'softplus' is not valid"):
+        build("iql(hidden=[16], log_std=softplus)", data, Bandit, 10)
+
+
 def test_conservative_gap_matches_a_loop_over_samples():
     g = torch.Generator().manual_seed(1)
     q, log_mu, q_data = torch.randn(4, 6, generator=g), torch.randn(4, 6, generator=g), torch.randn(4, generator=g)
