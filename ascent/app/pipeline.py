@@ -610,7 +610,7 @@ def finish(run: Run) -> dict[str, Any]:
     write_report(run.dir)
     run.logger.finish(run.dir, summary, read_samples(run.dir))
     run.logger.close()
-    print_summary(summary)
+    print_summary(summary, warm_start=bool(cfg.warmstart.steps or cfg.warmstart.init_from))
     print_results(summary, run.dir)
     return summary
 
@@ -623,12 +623,13 @@ def peak_rss_mb() -> float:
     return peak / 1024.0 if sys.platform != "darwin" else peak / 2**20
 
 
-def print_summary(summary: dict[str, Any]) -> None:
+def print_summary(summary: dict[str, Any], warm_start: bool = False) -> None:
+    """The side-by-side table; the first column says "(warm start)" only when RL started from one."""
     from rich.table import Table
 
     table = Table(title="held-out accuracy (greedy)")
     cols = [
-        ("before RL (warm start)", "before_rl"),
+        ("before RL (warm start)" if warm_start else "before RL", "before_rl"),
         ("after RL", "after_rl"),
         (f"control ({summary.get('control_kind', '')})", "control"),
     ]

@@ -192,3 +192,22 @@ def test_comparison_report_shows_bootstrap_intervals_and_significance(tmp_path):
         assert page.locator("#passk .errorbar").count() == 3 * 3  # an interval at each k of each variant
         browser.close()
         assert errors == []
+
+
+def test_summary_table_names_the_warm_start_only_when_rl_started_from_one():
+    """The first column said "before RL (warm start)" for every run, also for a recipe with no warm start (the
+    smollm2-gsm8k runs); it says so only when there was one."""
+    from ascent.app.pipeline import print_summary
+    from ascent.logging.metrics import console
+
+    summary = {
+        "accuracy_before_rl": 0.018,
+        "accuracy_after_rl": 0.011,
+        "control_kind": "rft",
+        "accuracy_control": 0.026,
+    }
+    for warm, expected in ((False, False), (True, True)):
+        with console.capture() as cap:
+            print_summary(summary, warm_start=warm)
+        text = cap.get()
+        assert "before RL" in text and ("(warm start)" in text) is expected
