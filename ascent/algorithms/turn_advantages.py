@@ -347,6 +347,18 @@ class ExploreGroupParams:
     """A turn's return is the outcome plus this x its step reward, extras turn_rewards (Exploration-Aware PO,
     Hua et al. 2026, arXiv:2605.08978; 0: the outcome only; with `agent.turn_rewards=eapo` the step reward is the
     paper's exploration reward)."""
+    step_norm: str = "outcome"
+    """How the step reward is scaled. `pool`: each turn's return r + c f_t is standardised with its pool's mean and
+    std, so where the pool's outcomes are all equal the spread is c f's alone and any c > 0 gives full-scale
+    advantages (c does not set the scale). `outcome`: only the outcome is standardised in the pool, and the step
+    reward is added centred on the pool's mean but not divided, A_t = (r - mean r) / (std r + eps) + c (f_t - mean
+    f), so c is the step reward's weight in advantage units (the default: measured on `search-agent` the pool form
+    halved accuracy at c = 0.05 and 0.01 alike, docs/agents.md). Both ascent's readings (the paper's method section
+    was not at hand)."""
+
+    def __post_init__(self):
+        if self.step_norm not in ("pool", "outcome"):
+            raise ValueError(f"explore_group step_norm must be 'pool' or 'outcome', got {self.step_norm!r}")
 
 
 @ADVANTAGES.register(
@@ -365,6 +377,11 @@ class ExploreGroupParams:
             "the reward enters as `step_coef` x extras turn_rewards beside the outcome (0 by default: the grouping "
             "alone); q is the policy's geometric-mean per-token probability of `<answer>a*</answer>` (IGPO's probe)"
         ),
+        (
+            "how the step reward is scaled is ascent's choice: `step_norm=pool` standardises r + c f_t in the pool "
+            "(c then sets no scale where the outcomes are equal), `step_norm=outcome` (the default) standardises r "
+            "only and adds c (f_t - pool mean)"
+        ),
         "exploratory turns are the tool-call turns",
     ),
 )
@@ -374,13 +391,14 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
 
     Not Evidence-Augmented PO (Guan et al., 2026), Efficiency-Aware PO (IterResearch, Chen et al., 2025:
     the rounds discount) or Experience-Augmented PO (Lu et al., 2026), the three other papers named EAPO.
-    Each turn is one sample with return
-    R_t = r + params.step_coef * f_t (r the trajectory's outcome, f_t = extras['turn_rewards'], NaN
-    as 0; the coefficient is 0 by default). The paper's exploration reward: `agent.turn_rewards=eapo` makes f_t the
-    variational information gain of exploratory turn t (`ascent.rewards.agentic.eapo_turn_rewards`), 0 on task
-    turns. Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
-    the task turns (turn_kind 0: answers, environment actions) another; A_t = (R_t - mean_pool R) /
-    (std_pool R + std_eps), std unbiased over the pool's turns (flat pools get 0). So a trajectory weighs
+    Each turn is one sample with outcome r (the trajectory's) and step reward f_t = extras['turn_rewards'] (NaN
+    as 0), weighted by params.step_coef (0 by default). The paper's exploration reward: `agent.turn_rewards=eapo`
+    makes f_t the variational information gain of exploratory turn t (`ascent.rewards.agentic.eapo_turn_rewards`),
+    0 on task turns. Within a group (same task) the exploratory turns (turn_kind 1: tool calls) form one pool and
+    the task turns (turn_kind 0: answers, environment actions) another; A_t = (r - mean_pool r) /
+    (std_pool r + std_eps) + step_coef (f_t - mean_pool f), std unbiased over the pool's turns (flat pools: 0 for
+    the first term); with `step_norm=pool` instead A_t = (R_t - mean_pool R) / (std_pool R + std_eps) with
+    R_t = r + step_coef f_t (the form measured first). So a trajectory weighs
     in each pool by how many turns of that kind it has, and how well exploration paid off is judged only
     against other exploration, never against the answers, whose returns have another distribution: the
     advantages of one kind do not change when the other kind's returns do. Turns with kind -1 get 0.
@@ -396,6 +414,7 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
     )
     idx = _turn_index(inp, name, kind.shape[1])
     ret = inp.rewards.double()[:, None].expand(kind.shape).clone()  # (N, M)
+    step = torch.zeros_like(ret)  # (N, M) c f_t
     if params.step_coef != 0:
         f = _turn_extra(inp, "turn_rewards", name).double()
         _check(
@@ -403,15 +422,20 @@ def explore_group(inp: AdvantageInput, cfg, params: ExploreGroupParams = Explore
             f.shape == kind.shape,
             f"extras['turn_rewards'] {tuple(f.shape)} and ['turn_kind'] {tuple(kind.shape)} differ",
         )
-        ret = ret + params.step_coef * torch.nan_to_num(f, nan=0.0)
+        step = params.step_coef * torch.nan_to_num(f, nan=0.0)
+    if params.step_norm == "pool":
+        ret, step = ret + step, None
     adv = torch.zeros_like(ret)
     for k in (EXPLORE, TASK):
         rows, cols = ((kind == k) & inp.valid[:, None]).nonzero(as_tuple=True)  # (P,) the pool's turns
         if rows.numel() == 0:
             continue
-        vals = ret[rows, cols]
-        _, mean, std = group_moments(vals, inp.group_index[rows], torch.ones_like(vals, dtype=torch.bool))
+        vals, ones = ret[rows, cols], torch.ones(rows.shape, dtype=torch.bool)
+        _, mean, std = group_moments(vals, inp.group_index[rows], ones)
         adv[rows, cols] = (vals - mean) / (std + cfg.std_eps)
+        if step is not None:  # step_norm=outcome: c f_t centred on its pool's mean, not divided
+            _, step_mean, _ = group_moments(step[rows, cols], inp.group_index[rows], ones)
+            adv[rows, cols] += step[rows, cols] - step_mean
     return _to_tokens(adv, idx, inp)
 
 

@@ -380,9 +380,63 @@ def test_turn_feedback_keeps_sign_and_trajectory_credit():
 def test_explore_group_matches_slow_loop(seed, coef):
     trajs, rewards, groups, valid, kinds, fb = random_batch(seed)
     inp = make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb)
-    got = per_turn(run("explore_group", inp, ExploreGroupParams(step_coef=coef)), inp)
+    got = per_turn(run("explore_group", inp, ExploreGroupParams(step_coef=coef, step_norm="pool")), inp)
     for g, w in zip(got, explore_ref(kinds, fb, rewards, groups, valid, coef)):
         assert g == pytest.approx(w, abs=1e-5)
+
+
+def explore_ref_outcome(kinds, feedback, rewards, groups, valid, coef, eps=CFG.std_eps):
+    """step_norm=outcome: the outcome standardised in the (group, kind) pool, c f_t centred there, not divided."""
+    out = explore_ref(kinds, [[0.0] * len(f) for f in feedback], rewards, groups, valid, 0.0, eps)
+    f = [[0.0 if math.isnan(x) else coef * x for x in row] for row in feedback]
+    for i, row in enumerate(kinds):
+        for t, k in enumerate(row):
+            if not valid[i] or k < 0:
+                continue
+            pool = [
+                f[j][u]
+                for j in range(len(kinds))
+                if groups[j] == groups[i] and valid[j]
+                for u in range(len(kinds[j]))
+                if kinds[j][u] == k
+            ]
+            out[i][t] += f[i][t] - sum(pool) / len(pool)
+    return out
+
+
+@pytest.mark.parametrize("coef", [0.0, 0.05, 0.5])
+@pytest.mark.parametrize("seed", range(4))
+def test_explore_group_outcome_norm_matches_slow_loop(seed, coef):
+    trajs, rewards, groups, valid, kinds, fb = random_batch(seed)
+    inp = make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb)
+    got = per_turn(run("explore_group", inp, ExploreGroupParams(step_coef=coef)), inp)  # step_norm=outcome
+    for g, w in zip(got, explore_ref_outcome(kinds, fb, rewards, groups, valid, coef)):
+        assert g == pytest.approx(w, abs=1e-5)
+
+
+def test_explore_group_step_coef_sets_the_scale_only_with_outcome_norm():
+    # one group, every trajectory right (a flat outcome): two searches then the answer; the searches' rewards differ
+    inp = make_batch(
+        [["s", "x", "a"], ["t", "y", "a"], ["u", "z", "a"]],
+        [1.0, 1.0, 1.0],
+        kinds=[[1, 1, 0]] * 3,
+        feedback=[[2.0, 0.0, 0.0], [-1.0, 0.0, 0.0], [5.0, 1.0, 0.0]],
+    )
+
+    def adv(coef, norm):
+        return per_turn(run("explore_group", inp, ExploreGroupParams(step_coef=coef, step_norm=norm)), inp)
+
+    small, big = adv(0.01, "outcome"), adv(0.1, "outcome")
+    mean = (2.0 + 0.0 - 1.0 + 0.0 + 5.0 + 1.0) / 6  # the exploratory pool's mean step reward
+    assert small[0][0] == pytest.approx(0.01 * (2.0 - mean))
+    assert [x * 10 for row in small for x in row] == pytest.approx([x for row in big for x in row])
+    assert [row[2] for row in big] == [0.0, 0.0, 0.0]  # the answers' pool: flat outcome, no step reward
+    # the pool form: the spread is c f's alone, so c = 0.01 and c = 0.1 give the same full-scale advantages
+    a, b = adv(0.01, "pool"), adv(0.1, "pool")
+    assert [x for row in a for x in row] == pytest.approx([x for row in b for x in row], abs=1e-3)
+    assert max(abs(x) for row in a for x in row) > 1.0
+    with pytest.raises(ValueError, match="step_norm"):
+        ExploreGroupParams(step_norm="std")
 
 
 def test_explore_group_hand_values():
@@ -396,7 +450,7 @@ def test_explore_group_hand_values():
 def test_explore_group_normalises_the_kinds_separately():
     trajs, rewards, groups, valid, kinds, fb = random_batch(11, per_group=8)
     fb = [[0.0 if math.isnan(x) else x for x in row] for row in fb]
-    cfg = ExploreGroupParams(step_coef=1.0)
+    cfg = ExploreGroupParams(step_coef=1.0, step_norm="pool")
     inp = make_batch(trajs, rewards, groups, valid, kinds=kinds, feedback=fb)
     adv = per_turn(run("explore_group", inp, cfg), inp)
     # each (group, kind) pool: mean 0 and unbiased std ~1 (or all 0 when flat)
