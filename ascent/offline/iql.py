@@ -67,6 +67,10 @@ class IQLParams:
     log_std: Literal["clamp", "sigmoid"] = "clamp"
     """The policy's state-independent log std (`GaussianActor`): clamp, a vector clamped to [-5, 2] starting at
     0 (the authors' code); sigmoid, -5 + 7 sigmoid(p) starting at -1.5 (d3rlpy 2.8's form, a diagnostic arm)."""
+    update_order: Literal["paper", "d3rlpy"] = "paper"
+    """paper: V steps first, Q's target r + gamma V(s') and the policy's weights use the V just updated (Algorithm 1
+    and the authors' code); d3rlpy: Q's target uses V(s') from before the step (d3rlpy 2.8 updates Q and V in one
+    step), the policy's weights the updated V (a diagnostic arm)."""
 
     def __post_init__(self) -> None:
         check_common(self)
@@ -120,6 +124,7 @@ class IQL(OfflineAlgorithm):
         p = self.p
         with torch.no_grad():
             target_q = self.critic_target(b.obs, b.actions).min(dim=0).values  # (B,)
+            next_v_before = self.value(b.next_obs) if p.update_order == "d3rlpy" else None  # (B,)
         v_loss = expectile_loss(target_q - self.value(b.obs), p.expectile)
         self.value_opt.zero_grad(set_to_none=True)
         v_loss.backward()
@@ -128,6 +133,8 @@ class IQL(OfflineAlgorithm):
         # min Q'(s, a) - V(s) use the V this step has just updated
         with torch.no_grad():
             v, next_v = self.value(torch.cat([b.obs, b.next_obs])).chunk(2)  # (B,), (B,)
+        if next_v_before is not None:  # update_order=d3rlpy: Q's target from the V the step started from
+            next_v = next_v_before
         adv = target_q - v
         y = b.rewards + p.gamma * (1.0 - b.terminated) * next_v
         q = self.critic(b.obs, b.actions)  # (2, B)
@@ -174,6 +181,8 @@ class IQL(OfflineAlgorithm):
         "observations standardised by the dataset's mean and std + 1e-3 by default (normalize_obs; neither the "
         "authors' code nor d3rlpy's reproduction script normalises them, the paper is silent; "
         "benchmarks/offline_vs_d3rlpy.py gives d3rlpy the same scaler)",
+        "two diagnostic arms take d3rlpy 2.8's departures from the authors: log_std=sigmoid (its log-std form) and "
+        "update_order=d3rlpy (Q's target from V before the step); the defaults are the authors'",
     ),
 )
 def iql(ctx: ClassicContext, params: IQLParams = IQLParams()) -> IQL:

@@ -115,6 +115,31 @@ def test_iql_updates_q_and_the_policy_with_the_value_it_has_just_updated(tmp_pat
         assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
 
 
+def test_iql_d3rlpy_update_order_takes_q_target_from_the_value_before_the_step(tmp_path):
+    """update_order=d3rlpy: Q's target r + gamma V(s') uses V from before the step (d3rlpy updates Q and V
+    together); the policy's weights still use the updated V."""
+    spec = "iql(hidden=[16], batch_size=32, lr=0.05, reward_scale=none, gamma=0.9, update_order=d3rlpy)"
+    algo = build(spec, bandit_dataset(tmp_path, 200), Bandit, 10)
+    b = algo.sample(32)
+    critic, actor = copy.deepcopy(algo.critic), copy.deepcopy(algo.actor)
+    with torch.no_grad():
+        next_v_before = algo.value(b.next_obs)
+        target_q = algo.critic_target(b.obs, b.actions).min(dim=0).values
+    algo.update(b, False)
+    with torch.no_grad():
+        v, next_v_after = algo.value(b.obs), algo.value(b.next_obs)
+    assert (next_v_after - next_v_before).abs().max() > 0.01
+    y = b.rewards + 0.9 * (1.0 - b.terminated) * next_v_before
+    (critic(b.obs, b.actions) - y).pow(2).mean(dim=1).sum().backward()
+    for p_ref, p_algo in zip(critic.parameters(), algo.critic.parameters()):
+        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
+    (-(awr_weights(target_q - v, 3.0, 100.0) * actor.log_prob(b.obs, b.actions)).mean()).backward()
+    for p_ref, p_algo in zip(actor.parameters(), algo.actor.parameters()):
+        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
+    with pytest.raises(ValueError, match="update_order"):
+        build("iql(hidden=[16], update_order=joint)", bandit_dataset(tmp_path, 200), Bandit, 10)
+
+
 def test_iql_log_std_forms_clamp_and_sigmoid(tmp_path):
     """`log_std=clamp` (the authors' code): log std = clamp(p, -5, 2), p from 0, no gradient past a bound;
     `log_std=sigmoid` (d3rlpy 2.8): log std = -5 + 7 sigmoid(p), from -1.5, a gradient everywhere. Both log-probs
