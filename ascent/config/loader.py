@@ -521,10 +521,14 @@ def _check_learner(cfg: RunConfig) -> None:
         raise ConfigError(f"learner.world_size must be >= 1 and learner.timeout_s > 0, got {n} and {timeout}")
     if cfg.learner.shard not in ("none", "fsdp2"):
         raise ConfigError(f"learner.shard must be 'none' or 'fsdp2', got {cfg.learner.shard!r}")
-    if cfg.learner.shard == "fsdp2":
+    if cfg.learner.shard == "fsdp2" and n < 2:
         raise ConfigError(
-            "learner.shard=fsdp2: FSDP2 sharding (ascent.trainer.fsdp) is not wired into the RL learner yet, whose "
-            "rank 0 runs forwards alone (rollout, KL monitor, evaluation); use learner.shard=none (docs/runtime.md)"
+            "learner.shard=fsdp2 shards the learner over its ranks: set learner.world_size >= 2, or learner.shard=none"
+        )
+    if cfg.learner.shard == "fsdp2" and cfg.model.lora.enabled:
+        raise ConfigError(
+            "learner.shard=fsdp2 does not shard LoRA adapters (their reference is the policy with adapters off, run "
+            "by rank 0 alone): set learner.shard=none with model.lora.enabled=true"
         )
     if n > 1 and (cfg.classic is not None or cfg.co is not None):
         kind = "classic" if cfg.classic is not None else "co"

@@ -514,9 +514,10 @@ class LearnerConfig:
     timeout_s: float = 600.0
     """Process-group timeout: a collective that waits longer than this (a rank hung or gone) fails the run."""
     shard: str = "none"
-    """"none": every rank holds the whole model and optimizer state. "fsdp2": FSDP2 (`fully_shard`) sharding of
-    parameters, gradients and optimizer state over the ranks; its mechanics are in `ascent.trainer.fsdp`
-    (tested on CPU/gloo) but the RL learner does not use them yet, so the option is refused at load."""
+    """"none": every rank holds the whole model and optimizer state. "fsdp2" (world_size >= 2, not with LoRA): every
+    rank trains an FSDP2 (`fully_shard`) copy of the policy, so parameters, gradients and AdamW moments are 1/N per
+    rank (`ascent.trainer.fsdp`); rank 0 also keeps the whole model for the rollout, KL monitor and evaluation,
+    refreshed from the shards after each update. Checkpoints stay whole: any world_size or shard resumes them."""
     adaptive_threads: bool = False
     """CPU, one learner process: run each update with one torch thread fewer while another process competes
     for the cores (seen in this process's scheduler statistics), probing the full count again now and then

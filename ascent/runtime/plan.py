@@ -74,12 +74,17 @@ class Row:
 def learner_memory(params: int, ranks: int, shard: str, bytes_per_value: int = 4) -> dict[str, int]:
     """Bytes per learner rank of fp32 weights, gradients and AdamW's two moments for `params` trainable parameters:
     all of them on every rank with learner.shard=none (data parallelism replicates), 1/ranks of each with fsdp2
-    (dim-0 shards, `ascent.trainer.fsdp`; measured exactly half of the AdamW state on 2 ranks). Activations and
-    FSDP2's transiently gathered layer are not counted."""
+    (dim-0 shards, `ascent.trainer.fsdp`; measured exactly half of the AdamW state on 2 ranks). With fsdp2 rank 0
+    (the driver) also keeps the whole weights for the rollout, KL monitor and evaluation (`rank0_whole_weights`,
+    refreshed from the shards after each update), so `rank0_total` is its sum; with none it is `total`.
+    Activations and FSDP2's transiently gathered layer (and, on rank 0, one gathered parameter while it refreshes)
+    are not counted; neither is a frozen reference model (whole on every rank either way, when the loss uses one)."""
     share = ranks if shard == "fsdp2" else 1
     per = math.ceil(params / share) * bytes_per_value
     out = {"weights": per, "gradients": per, "optimizer": 2 * per}
     out["total"] = sum(out.values())
+    out["rank0_whole_weights"] = params * bytes_per_value if shard == "fsdp2" and ranks > 1 else 0
+    out["rank0_total"] = out["total"] + out["rank0_whole_weights"]
     return out
 
 
@@ -232,8 +237,14 @@ def report(m: Measurements, rows: list[Row], max_staleness: Optional[int]) -> st
         lines.append(
             f"learner memory per rank (fp32, AdamW, learner.shard={m.learner_shard}, {m.learner_ranks} "
             f"rank{'s' if m.learner_ranks > 1 else ''}): weights {gib['weights']:.2f} + gradients "
-            f"{gib['gradients']:.2f} + optimizer state {gib['optimizer']:.2f} = {gib['total']:.2f} GiB, "
-            "activations not counted"
+            f"{gib['gradients']:.2f} + optimizer state {gib['optimizer']:.2f} = {gib['total']:.2f} GiB"
+            + (
+                f"; rank 0 also keeps the whole weights for the rollout ({gib['rank0_whole_weights']:.2f}): "
+                f"{gib['rank0_total']:.2f} GiB"
+                if mem["rank0_whole_weights"]
+                else ""
+            )
+            + ", activations not counted"
         )
     lines += ["", "assumptions:"] + [f"  - {a}" for a in ASSUMPTIONS]
     return "\n".join(lines)

@@ -45,18 +45,35 @@ class Ranks:
     """What a rank needs inside an optimizer step: its share of the micro-batches, the gradient sum and the
     metric merge. `world_size == 1` (no group) makes every method the identity."""
 
-    def __init__(self, rank: int = 0, world_size: int = 1) -> None:
+    def __init__(self, rank: int = 0, world_size: int = 1, shard: str = "none") -> None:
         self.rank, self.world_size = rank, world_size
+        self.lockstep = shard == "fsdp2" and world_size > 1
+        """`learner.shard=fsdp2`: the trained model is sharded (`ascent.trainer.fsdp`), so its every forward and
+        backward is a collective and the ranks run the same number of them (`passes`); FSDP2 reduces the
+        gradients itself."""
 
     def shard(self, subs: Sequence[Any]) -> list[Any]:
         """This rank's micro-batches: r, r + N, r + 2N, ... (all of them with one rank)."""
         return list(subs[self.rank :: self.world_size])
 
+    def passes(self, subs: Sequence[Any]) -> list[Any]:
+        """`shard`, padded with None in lockstep to ceil(len(subs) / N) passes, the same count on every rank (a
+        None pass runs an idle forward and backward that adds nothing)."""
+        mine = self.shard(subs)
+        if self.lockstep:
+            mine += [None] * (-(-len(subs) // self.world_size) - len(mine))
+        return mine
+
     def reduce_gradients(self, params: Sequence[torch.nn.Parameter], bad: bool) -> bool:
         """Sum every parameter's gradient over the ranks (a parameter no rank has a gradient for keeps None, as in
-        one process); returns whether any rank saw a non-finite loss."""
+        one process); returns whether any rank saw a non-finite loss. In lockstep only the flag: FSDP2's
+        backward has reduce-scattered the (loss-scaled) gradients already."""
         if self.world_size == 1:
             return bad
+        if self.lockstep:
+            flag = torch.tensor([float(bad)], device=params[0].device if params else torch.device("cpu"))
+            self._call(lambda: dist.all_reduce(flag))
+            return bool(flag[0] > 0)
         self._call(lambda: self._reduce(params, bad))
         return self._bad
 
@@ -105,6 +122,20 @@ class Ranks:
         self._call(lambda: dist.all_gather_object(out, part))
         return {k: v for d in out for k, v in d.items()}
 
+    def memory(self, optimizer_bytes: int) -> dict[str, float]:
+        """`learner/rank{r}_optim_state_mb` (the optimizer state rank r stores, `optimizer_bytes` here) and
+        `learner/rank{r}_peak_rss_mb` (its process's peak resident memory so far, `peak_rss_mb`), from every rank."""
+        out: dict[str, float] = {}
+        for r, (state_mb, rss_mb) in sorted(self.merge({self.rank: (optimizer_bytes / 2**20, peak_rss_mb())}).items()):
+            out[f"learner/rank{r}_optim_state_mb"] = state_mb
+            out[f"learner/rank{r}_peak_rss_mb"] = rss_mb
+        return out
+
+    def guarded(self, fn: Callable[[], Any]) -> Any:
+        """`fn()` with rank 0's failure handling (`DataParallel`): for work whose collectives are inside it (a
+        sharded model's forwards)."""
+        return self._call(fn)
+
     def _call(self, fn: Callable[[], Any]) -> Any:
         return fn()
 
@@ -113,8 +144,15 @@ class DataParallel(Ranks):
     """Rank 0 of `world_size` learner ranks, in the driver: spawns ranks 1..N-1 on the first `send` and turns
     a dead rank or a timed-out collective into one `LearnerProcessError` line."""
 
-    def __init__(self, world_size: int, timeout_s: float, device: torch.device, target: Callable[..., None]) -> None:
-        super().__init__(0, world_size)
+    def __init__(
+        self,
+        world_size: int,
+        timeout_s: float,
+        device: torch.device,
+        target: Callable[..., None],
+        shard: str = "none",
+    ) -> None:
+        super().__init__(0, world_size, shard)
         self.timeout_s, self.device, self.target = timeout_s, device, target
         self.backend = "nccl" if device.type == "cuda" else "gloo"
         self.procs: list[Any] = []
@@ -167,8 +205,12 @@ class DataParallel(Ranks):
         )
 
     def _call(self, fn: Callable[[], Any]) -> Any:
+        """`fn()`, a failure of which (a dead rank, a failed or timed-out collective) becomes one
+        `LearnerProcessError` line and ends the group."""
         try:
             return fn()
+        except LearnerProcessError:
+            raise
         except (RuntimeError, dist.DistBackendError, OSError) as err:
             for proc in self.procs:
                 proc.join(timeout=2.0)  # a killed rank's exit code is there by now
@@ -202,6 +244,22 @@ class DataParallel(Ranks):
         except (RuntimeError, OSError):
             pass
         self.abort()
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory in MiB: Linux's VmHWM, which starts afresh in a spawned rank (the
+    `ru_maxrss` of `getrusage` survives the exec and would report the driver's peak at the spawn); `ru_maxrss`
+    where /proc is absent."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
 CONTROL_TIMEOUT = datetime.timedelta(days=30)

@@ -19,7 +19,6 @@ import contextlib
 import copy
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import torch
@@ -32,6 +31,8 @@ from ascent.config.schema import RunConfig
 from ascent.policy.fused import fuse_rms_norms
 from ascent.policy.model import Policy, full_logprobs, shared_prefix_logprobs, supports_shared_prefix, token_logprobs
 from ascent.rollout.types import RolloutBatch
+from ascent.trainer import fsdp
+from ascent.trainer.batching import MicroBatch, micro_batches, mini_batch_bounds
 from ascent.trainer.distributed import DataParallel, Ranks, init_group, pack, receive, unpack
 from ascent.trainer.optim import clip_and_step, make_optimizer, make_scheduler
 from ascent.trainer.precision import Precision, decide, resolve, settled
@@ -39,21 +40,6 @@ from ascent.trainer.threads import ThreadGovernor
 from ascent.typed import ConfigError
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class MicroBatch:
-    """Rows of a mini-batch processed in one forward/backward."""
-
-    input_ids: torch.Tensor  # (n, T)
-    attention_mask: torch.Tensor  # (n, T)
-    mask: torch.Tensor  # (n, T) loss mask
-    advantages: torch.Tensor  # (n, T)
-    old_logprobs: torch.Tensor | None  # (n, T)
-    sampled_logprobs: torch.Tensor  # (n, T)
-    completion_mask: torch.Tensor  # (n, T) sampled tokens, valid or not
-    prompt_group: torch.Tensor  # (n,) the prompt each row answers (rows sharing one are forwarded once)
-    sequence: dict[str, torch.Tensor] = field(default_factory=dict)  # (n,) or token-aligned (n, T) LossInput fields
 
 
 class Learner:
@@ -101,8 +87,21 @@ class Learner:
         self.cfg = cfg
         n = cfg.learner.world_size
         self.ranks: Ranks = ranks or (
-            DataParallel(n, cfg.learner.timeout_s, policy.device, serve_rank) if n > 1 else Ranks()
+            DataParallel(n, cfg.learner.timeout_s, policy.device, serve_rank, cfg.learner.shard) if n > 1 else Ranks()
         )
+        self.lockstep = self.ranks.lockstep
+        """`learner.shard=fsdp2`: `train_model` is a sharded copy (`ascent.trainer.fsdp`) whose every forward and
+        backward all ranks run together; the plain forward then (not `shared_prefix`, whose forward count
+        depends on the rows)."""
+        if self.lockstep:
+            self.shared_prefix = False
+        self.train_model: torch.nn.Module = policy.model
+        """The model the optimizer steps: the policy's own, or with fsdp2 its sharded copy (made on the first
+        update, `shard_training_copy`); rank 0's `policy.model` then stays whole for the rollout and is refreshed
+        from the shards after each update."""
+        self.pending: Optional[dict] = None
+        """fsdp2: the one-process optimizer and scheduler state to load into the next sharded copy."""
+        self._whole_fingerprint: Optional[float] = None
         """This process's rank among `learner.world_size` data-parallel learner ranks (`ascent.trainer.distributed`):
         a `DataParallel` in the driver when world_size > 1 (rank 0, which starts the others)."""
         self.governor: Optional[ThreadGovernor] = None
@@ -162,16 +161,18 @@ class Learner:
         m, dev = self.micro_batch_size, self.policy.device
         ranks = self.ranks if shared else Ranks()
         starts = list(range(0, len(batch), m))
-        mine = {
-            i: self.token_logprobs(
+        mine = {}
+        for i in ranks.passes(starts):
+            rows = slice(i, i + m) if i is not None else slice(0, 1)  # None: an idle pass (lockstep)
+            lp = self.token_logprobs(
                 model,
-                batch.input_ids[i : i + m].to(dev),
-                batch.attention_mask[i : i + m].to(dev),
-                batch.completion_mask[i : i + m].to(dev),
-                batch.group_index[i : i + m].to(dev),
-            ).to(batch.input_ids.device)
-            for i in ranks.shard(starts)
-        }
+                batch.input_ids[rows].to(dev),
+                batch.attention_mask[rows].to(dev),
+                batch.completion_mask[rows].to(dev),
+                batch.group_index[rows].to(dev),
+            )
+            if i is not None:
+                mine[i] = lp.to(batch.input_ids.device)
         parts = ranks.merge(mine)
         return torch.cat([parts[i] for i in starts])
 
@@ -238,8 +239,16 @@ class Learner:
             self.settle_precision(batch)
         if isinstance(self.ranks, DataParallel):
             self.share_update(batch, advantages, valid, rewards)
+            if self.lockstep:  # the sharded model's forwards are collectives: a failure inside them is one line too
+                return self.ranks.guarded(lambda: self._steps(batch, advantages, valid, rewards))
+        return self._steps(batch, advantages, valid, rewards)
+
+    def _steps(
+        self, batch: RolloutBatch, advantages: torch.Tensor, valid: torch.Tensor, rewards: Optional[torch.Tensor]
+    ) -> dict[str, float]:
+        self.train_model.train()
         steps = self.algo.ppo_epochs * self.algo.mini_batches
-        old = self.logprobs(self.policy.model, batch, shared=True) if steps > 1 else None  # (N, T) pre-update policy
+        old = self.logprobs(self.train_model, batch, shared=True) if steps > 1 else None  # (N, T) pre-update policy
         mask = batch.completion_mask * valid[:, None].float()  # (N, T)
         seq = self.sequence_inputs(batch, valid, rewards)
         metrics: dict[str, float] = {}
@@ -271,12 +280,20 @@ class Learner:
         metrics["loss/skipped_steps"] = float(skipped)
         metrics["optim/bf16"] = float(self.precision.dtype == torch.bfloat16)
         metrics["optim/lr"] = float(self.scheduler.get_last_lr()[0])
+        if self.lockstep:  # rank 0's whole model takes the steps' weights (every rank sends its shards)
+            fsdp.refresh(self.train_model, self.policy.model if self.ranks.rank == 0 else None)
+            if self.ranks.rank == 0:
+                self._whole_fingerprint = fingerprint(self.policy.model)
+        if self.ranks.world_size > 1:
+            metrics.update(self.ranks.memory(fsdp.optimizer_state_bytes(self.optimizer)))
         return metrics
 
     @torch.no_grad()
     def monitor_kl(self, batch: RolloutBatch, mask: torch.Tensor, kl: bool = True) -> tuple[float | None, float]:
         """`kl/ref_k3` (None unless `kl`) and the sampler/learner log-prob mismatch on the batch's first
-        micro-batch of rows, without grad."""
+        micro-batch of rows, without grad (fsdp2: rank 0 alone, on its whole model; the others return (None, 0))."""
+        if self.lockstep and self.ranks.rank != 0:
+            return None, 0.0
         dev, rows = self.policy.device, slice(0, self.micro_batch_size)
         width = int(batch.attention_mask[rows].sum(-1).max())
         args = (
@@ -312,42 +329,14 @@ class Learner:
         return seq
 
     def mini_batch_bounds(self, batch: RolloutBatch) -> list[int]:
-        """Row boundaries of exactly `mini_batches` mini-batches; at group boundaries when the loss
-        requires "groups" (the rows of a group are contiguous in a RolloutBatch)."""
-        n, parts = len(batch), self.algo.mini_batches
-        if "groups" not in self.requires:
-            return [round(i * n / parts) for i in range(parts + 1)]
-        starts = group_starts(batch.group_index)
-        groups = len(starts) - 1
-        if groups < parts:
-            raise ValueError(
-                f"loss {self.algo.loss!r} needs whole groups per mini-batch, but {groups} groups cannot fill "
-                f"algorithm.mini_batches={parts}; lower mini_batches or raise train.prompts_per_step"
-            )
-        return [starts[round(i * groups / parts)] for i in range(parts + 1)]
+        """Row boundaries of exactly `mini_batches` mini-batches (`ascent.trainer.batching.mini_batch_bounds`)."""
+        return mini_batch_bounds(batch, self.algo.mini_batches, "groups" in self.requires, self.algo.loss)
 
     def micro_batches(
         self, batch: RolloutBatch, rows: slice, keep: Optional[torch.Tensor] = None
     ) -> list[torch.Tensor]:
-        """Row indices of each micro-batch of the mini-batch `rows`: micro_batch_size rows each, or whole
-        groups packed up to micro_batch_size rows when the loss requires "groups" (a group larger than
-        micro_batch_size forms one micro-batch on its own). `keep` (N,) bool: only those rows."""
-        idx = torch.arange(len(batch))[rows]
-        if keep is not None:
-            idx = idx[keep[idx]]
-            if len(idx) == 0:
-                return []
-        m = self.micro_batch_size
-        if "groups" not in self.requires:
-            return [idx[s : s + m] for s in range(0, len(idx), m)]
-        starts = group_starts(batch.group_index[idx])
-        spans, first = [], 0
-        for a, b in zip(starts[:-1], starts[1:]):  # the group's rows are [a, b)
-            if b - first > m and a > first:  # it would overflow the open micro-batch: close that one before it
-                spans.append((first, a))
-                first = a
-        spans.append((first, starts[-1]))
-        return [idx[a:b] for a, b in spans]
+        """Row indices of each micro-batch of the mini-batch `rows` (`ascent.trainer.batching.micro_batches`)."""
+        return micro_batches(batch, rows, self.micro_batch_size, "groups" in self.requires, keep)
 
     def optimizer_step(
         self,
@@ -371,7 +360,10 @@ class Learner:
         summed: dict[str, float] = {}
         maxed: dict[str, float] = {}
         bad = False
-        for sub in self.ranks.shard(subs):  # all of them with one rank
+        for sub in self.ranks.passes(subs):  # all of them with one rank
+            if sub is None or bad:  # lockstep only: this rank has nothing (left) to add but must join the pass
+                self.idle_pass(batch, subs[0])
+                continue
             width = int(batch.attention_mask[sub].sum(-1).max())
             dev = self.policy.device  # rollout batches live on the CPU; the micro-batch goes where the model is
             mb = MicroBatch(
@@ -390,8 +382,14 @@ class Learner:
                 maxed["rollout/logprob_mismatch"] = max(maxed.get("rollout/logprob_mismatch", 0.0), mismatch)
             if not math.isfinite(float(loss.detach())):
                 bad = True
-                break
-            loss.backward()
+                if not self.lockstep:
+                    break
+            if self.lockstep:
+                (loss * fsdp.sum_scale(self.ranks.world_size)).backward()  # FSDP2 averages over the ranks
+                if bad:
+                    continue
+            else:
+                loss.backward()
             for k, v in m.items():
                 summed[k] = summed.get(k, 0.0) + v * len(sub) / weight
         if not subs:  # every row skipped: a zero gradient, as the full forward would have given
@@ -405,9 +403,24 @@ class Learner:
         summed, maxed = self.ranks.reduce_metrics(summed, maxed)
         metrics.update(maxed)
         metrics.update(summed)
-        norm, stepped = clip_and_step(self.policy.model, self.optimizer, self.scheduler, self.optim_cfg.grad_clip)
+        norm, stepped = clip_and_step(self.train_model, self.optimizer, self.scheduler, self.optim_cfg.grad_clip)
         metrics.update({"loss/grad_norm": norm, "loss/skipped": float(not stepped)})
         return metrics
+
+    def idle_pass(self, batch: RolloutBatch, rows: torch.Tensor) -> None:
+        """A forward and backward of the sharded model on one row that adds nothing to the gradient: it keeps a
+        rank with fewer micro-batches in step with the others' all-gathers and reduce-scatters."""
+        row = rows[:1]
+        width = int(batch.attention_mask[row].sum(-1).max())
+        dev = self.policy.device
+        lp = self.token_logprobs(
+            self.train_model,
+            batch.input_ids[row, :width].to(dev),
+            batch.attention_mask[row, :width].to(dev),
+            batch.completion_mask[row, :width].to(dev),
+            batch.group_index[row].to(dev),
+        )
+        (lp.sum() * 0.0).backward()
 
     def micro_loss(
         self, mb: MicroBatch, num_tokens: float, num_seqs: float
@@ -417,11 +430,11 @@ class Learner:
         full = None
         if "full_logits" in self.requires:
             with self.precision.autocast(mb.input_ids.device):
-                full = full_logprobs(self.policy.model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
+                full = full_logprobs(self.train_model, mb.input_ids, mb.attention_mask, self.temperature)  # (n, T, V)
             logp = full.gather(-1, mb.input_ids.unsqueeze(-1)).squeeze(-1)  # (n, T); 0 at t=0 like token_logprobs
         else:
             logp = self.token_logprobs(
-                self.policy.model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
+                self.train_model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
             )  # (n, T)
         monitor, self._monitor_next = self._monitor_next, False
         ref = self.reference_logprobs(mb) if self.reference is not None or monitor else None
@@ -458,13 +471,36 @@ class Learner:
         return loss, metrics, mismatch
 
     def state_dict(self) -> dict:
+        """Optimizer, scheduler and precision state in the one-process layout (with fsdp2 the optimizer's shards
+        gathered from every rank: a collective, which rank 0 starts), so any world_size and shard resume it."""
         p = self.precision
         precision = None if p.pending else {"bf16": p.dtype == torch.bfloat16, "reason": p.reason, "probe": p.probe}
-        return {
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "precision": precision,
-        }
+        if self.pending is not None:
+            optimizer, scheduler = self.pending["optimizer"], self.pending["scheduler"]
+        elif fsdp.is_sharded(self.train_model):
+            if isinstance(self.ranks, DataParallel):
+                self.ranks.send(("state", None))
+            optimizer = self.ranks.guarded(lambda: fsdp.gather_optimizer(self.train_model, self.optimizer))
+            scheduler = self.scheduler.state_dict()
+        else:
+            optimizer, scheduler = self.optimizer.state_dict(), self.scheduler.state_dict()
+        return {"optimizer": optimizer, "scheduler": scheduler, "precision": precision}
+
+    def shard_training_copy(self) -> None:
+        """fsdp2, every rank together: `train_model` becomes a sharded copy of the policy (rank 0 keeps its whole
+        model beside it; the other ranks shard theirs in place) and the optimizer and scheduler are rebuilt over
+        the shards, loaded from `pending` (the one-process state)."""
+        state = self.pending if self.pending is not None else self.state_dict()
+        self.train_model, self.optimizer = self.policy.model, None  # drop an earlier sharded copy first
+        model = copy.deepcopy(self.policy.model) if self.ranks.rank == 0 else self.policy.model
+        self.train_model = fsdp.shard_model(model, self.ranks.world_size, self.policy.device.type)
+        self.optimizer = make_optimizer(self.train_model, self.optim_cfg)
+        self.scheduler = make_scheduler(self.optimizer, self.optim_cfg, self.total_optimizer_steps)
+        fsdp.load_optimizer(self.train_model, self.optimizer, state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.pending = None
+        if self.ranks.rank == 0:
+            self._whole_fingerprint = fingerprint(self.policy.model)
 
     def check_shardable(self) -> None:
         """Refuse learner.world_size > 1 with pieces whose states the ranks would not share (a learned value model,
@@ -484,6 +520,11 @@ class Learner:
         par = self.ranks
         assert isinstance(par, DataParallel)
         self.check_shardable()
+        if self.lockstep and not par.stale and fingerprint(self.policy.model) != self._whole_fingerprint:
+            raise RuntimeError(
+                "learner.shard=fsdp2: rank 0's weights changed outside Learner.update (the trained copy is the "
+                "sharded one); load weights through a checkpoint resume"
+            )
         if par.stale:
             reference = (
                 self.reference if self.reference is not None and self.reference is not self.policy.model else None
@@ -500,14 +541,20 @@ class Learner:
                 par.send(("sync", blob))
             else:
                 par.start(blob, self.cfg)
+            if self.lockstep:
+                par.guarded(self.shard_training_copy)
             par.stale = False
-        par.send(("update", (batch, advantages, valid, rewards, fingerprint(self.policy.model))))
+        expected = None if self.lockstep else fingerprint(self.policy.model)  # fsdp2: no replica to compare
+        par.send(("update", (batch, advantages, valid, rewards, expected)))
 
     def load_state_dict(self, state: dict) -> None:
         if isinstance(self.ranks, DataParallel):
             self.ranks.stale = True
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        if self.lockstep:  # loaded into the next sharded copy: rank 0 never holds the whole moments
+            self.pending = {"optimizer": state["optimizer"], "scheduler": state["scheduler"]}
+        else:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
         saved = state.get("precision")
         if self.precision.pending and saved is not None:  # auto: keep the verdict the run started with
             self.precision = settled(self.policy.model, saved["bf16"], saved["reason"], saved["probe"])
@@ -520,17 +567,6 @@ def adapters_are_identity(model: torch.nn.Module) -> bool:
         return False
     b = [p for name, p in model.named_parameters() if "lora_B" in name]
     return bool(b) and all(not bool(p.detach().any()) for p in b)
-
-
-def group_starts(group_index: torch.Tensor) -> list[int]:
-    """Start row of each run of equal group ids, plus the end: [0, ..., N].
-
-    >>> group_starts(torch.tensor([0, 0, 1, 1, 1, 2]))
-    [0, 2, 5, 6]
-    """
-    n = len(group_index)
-    change = (group_index[1:] != group_index[:-1]).nonzero().squeeze(-1) + 1
-    return [0] + change.tolist() + [n] if n else [0]
 
 
 def fingerprint(model: torch.nn.Module) -> float:
@@ -556,16 +592,20 @@ def serve_rank(
         if device.type == "cuda":
             torch.cuda.set_device(device)
         control = init_group(rank, world_size, init_method, timeout_s, backend)
-        learner = replica(unpack(blob, device), cfg, Ranks(rank, world_size))
+        ranks = Ranks(rank, world_size, cfg.learner.shard)
+        learner = replica(unpack(blob, device), cfg, ranks)
         while True:
             kind, payload = receive(control)
             if kind == "stop":
                 break
             if kind == "sync":
-                learner = replica(unpack(payload, device), cfg, Ranks(rank, world_size))
+                learner = replica(unpack(payload, device), cfg, ranks)
+                continue
+            if kind == "state":  # fsdp2: rank 0 gathers the optimizer's shards for a checkpoint
+                learner.state_dict()
                 continue
             batch, advantages, valid, rewards, expected = payload
-            if fingerprint(learner.policy.model) != expected:
+            if expected is not None and fingerprint(learner.policy.model) != expected:
                 raise RuntimeError("this replica's weights differ from rank 0's (changed outside Learner.update)")
             learner.update(batch, advantages, valid, rewards)
     except Exception as err:  # noqa: BLE001 - one line for the log; rank 0 reports the exit
@@ -588,4 +628,6 @@ def replica(state: dict, cfg: RunConfig, ranks: Ranks) -> "Learner":
     elif learner.adapters_off and learner.reference is not None:
         learner.reference = learner.policy.model  # under reference_mode, as on rank 0
     learner.load_state_dict(state["learner"])
+    if learner.lockstep:
+        learner.shard_training_copy()
     return learner

@@ -51,6 +51,8 @@ def clip_and_step(
     """Clip the global grad norm, then step if it is finite. Returns (grad norm, stepped)."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, grad_clip if grad_clip > 0 else float("inf"))
+    if hasattr(norm, "full_tensor"):  # sharded (FSDP2) gradients: the norm over every rank's shards
+        norm = norm.full_tensor()
     stepped = bool(torch.isfinite(norm))
     if stepped:
         optimizer.step()

@@ -92,10 +92,16 @@ def test_learner_memory_per_rank_counts_fsdp2_shards(capsys):
     from ascent.runtime.plan import learner_memory
 
     whole = learner_memory(1000, 2, "none")
-    assert whole == {"weights": 4000, "gradients": 4000, "optimizer": 8000, "total": 16000}
-    assert learner_memory(1000, 2, "fsdp2")["total"] == 8000  # the 2-rank test measured exactly half the moments
+    assert whole == {
+        "weights": 4000, "gradients": 4000, "optimizer": 8000, "total": 16000,
+        "rank0_whole_weights": 0, "rank0_total": 16000,
+    }  # fmt: skip
+    sharded = learner_memory(1000, 2, "fsdp2")
+    assert sharded["total"] == 8000  # the 2-rank test measured exactly half the moments
+    assert (sharded["rank0_whole_weights"], sharded["rank0_total"]) == (4000, 12000)  # + rank 0's whole weights
     assert learner_memory(1001, 4, "fsdp2")["optimizer"] == 2 * 251 * 4
     argv = ["--samples-per-step", "8", "--worker-batch-s", "2", "--learner-step-s", "1", "--learner-ranks", "2"]
     assert main(["plan", *argv, "--learner-params", str(2**28), "--learner-shard", "fsdp2"]) == 0
     out = capsys.readouterr().out
     assert "learner.shard=fsdp2, 2 ranks): weights 0.50 + gradients 0.50 + optimizer state 1.00 = 2.00 GiB" in out
+    assert "; rank 0 also keeps the whole weights for the rollout (1.00): 3.00 GiB, activations not counted" in out
