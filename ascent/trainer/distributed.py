@@ -22,6 +22,10 @@ Departures, and why:
   reference and the learner state (optimizer, scheduler) of that moment, so a resumed run starts them from the
   restored state. Each update rank 0 broadcasts the scored batch (`broadcast_object_list`).
 - One machine only: ranks rendezvous on 127.0.0.1. Nothing here has run across machines (docs/runtime.md).
+
+With `learner.shard=fsdp2` (`Ranks.lockstep`) the ranks train a sharded copy instead of replicas
+(`ascent.trainer.fsdp`): every forward and backward is then a collective, so each rank runs the same number of
+passes (`Ranks.passes`, idle ones where its share is shorter) and FSDP2 reduces the gradients itself.
 """
 
 from __future__ import annotations

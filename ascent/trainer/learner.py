@@ -580,11 +580,15 @@ def serve_rank(
 ) -> None:
     """Learner rank 1..N-1 (a process spawned by rank 0's `DataParallel`): a replica built from rank 0's model,
     reference and learner state (`blob`), which takes rank 0's updates in step with it until told to stop. Any
-    failure prints one line and exits with status 1, which rank 0 reports."""
+    failure prints one line and exits with status 1, which rank 0 reports. Ctrl-C is rank 0's to handle (a terminal
+    sends SIGINT to every rank): this rank ignores it and stops when rank 0 says so or goes away, so rank 0's save at
+    the next clean point can still gather this rank's optimizer shards (`learner.shard=fsdp2`)."""
+    import signal
     import sys
 
     import torch.distributed as dist
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if cfg.threads > 0:
             torch.set_num_threads(cfg.threads)

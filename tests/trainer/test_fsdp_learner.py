@@ -2,7 +2,8 @@
 (FSDP2), rank 0 keeps its whole model for the rollout and refreshes it after each update. An update equals the
 one-process update on the same batch (metrics, gradients read from AdamW's gathered moments, weights); each rank
 stores half of the optimizer state; the gathered checkpoint resumes on 2 sharded ranks and in one process to the
-uninterrupted run's next step; a killed rank fails the run with one line. ~25 s (two spawned rank-1 processes)."""
+uninterrupted run's next step (also after a Ctrl-C reached rank 1); a killed rank fails the run with one line.
+~25 s (two spawned rank-1 processes)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import copy
 import os
 import signal
 import threading
+import time
 from dataclasses import replace
 
 import pytest
@@ -68,7 +70,12 @@ def test_fsdp2_update_equals_one_process_and_resumes(tokenizer):
         assert m2["learner/rank1_optim_state_mb"] == pytest.approx((total - rank0) * mib, rel=1e-12)  # 19,232
         assert optimizer_state_bytes(one.optimizer) == total * 4
         assert m2["learner/rank1_peak_rss_mb"] > 0
+        # Ctrl-C reaches every rank of a terminal's process group; rank 1 leaves it to rank 0, whose save at the next
+        # clean point gathers rank 1's optimizer shards (before: rank 1 died of KeyboardInterrupt, the save failed)
+        os.kill(two.ranks.procs[0].pid, signal.SIGINT)
+        time.sleep(0.3)
         saved_weights, saved_state = copy.deepcopy(two.policy.model.state_dict()), two.state_dict()  # gathered
+        assert two.ranks.procs[0].is_alive()
         for g1, g2 in zip(moments(one.state_dict()), moments(saved_state)):  # both ranks' gradient shards
             torch.testing.assert_close(g2, g1, atol=1e-6, rtol=1e-5)
         assert saved_state["optimizer"]["param_groups"] == one.state_dict()["optimizer"]["param_groups"]
