@@ -72,14 +72,19 @@ class Learner:
         """The policy is a LoRA model whose adapters are still zero: the reference is the same model with its
         adapters switched off (no copy)."""
         self.reference = None
-        if algo.kl_coef > 0 or "ref" in self.requires:
+        self.uses_reference = uses_reference = algo.kl_coef > 0 or "ref" in self.requires
+        """The loss reads the reference's log-probs on every micro-batch (a KL term or a `ref` input); otherwise the
+        reference serves the KL monitor (one micro-batch an update) and pieces that ask for it."""
+        if uses_reference or cfg.train.kl_monitor:
+            # made here, from the policy the phase starts from, before a resume loads later weights into the
+            # policy (made on first use, the monitor's reference was the resumed policy and its KL restarted at 0)
             self.reference = policy.model if self.adapters_off else self._frozen_copy(policy.model)
         self.kl_monitor = cfg.train.kl_monitor
         self.skip_zero_advantage = (
             train.skip_zero_advantage
             and getattr(self.loss_fn.fn, "zero_advantage_free", False)
             and algo.kl_coef == 0
-            and self.reference is None
+            and not uses_reference
         )
         """Rows whose advantages are all zero are left out of the forward/backward (`train.skip_zero_advantage`)."""
         self._monitor_next = False  # the next micro-batch logs kl/ref_k3 (the first one of each update)
@@ -437,7 +442,7 @@ class Learner:
                 self.train_model, mb.input_ids, mb.attention_mask, mb.completion_mask, mb.prompt_group
             )  # (n, T)
         monitor, self._monitor_next = self._monitor_next, False
-        ref = self.reference_logprobs(mb) if self.reference is not None or monitor else None
+        ref = self.reference_logprobs(mb) if self.uses_reference or monitor else None
         with torch.no_grad():
             extra = {
                 k: v for state in self.states for k, v in state.token_inputs(mb.input_ids, mb.attention_mask).items()
@@ -451,7 +456,7 @@ class Learner:
             num_tokens=num_tokens,
             num_seqs=num_seqs,
             norm_length=float(self.norm_length),
-            ref_logprobs=ref if self.reference is not None else None,
+            ref_logprobs=ref if self.uses_reference else None,
             sampled_logprobs=mb.sampled_logprobs,
             logits=full,
             **mb.sequence,

@@ -210,6 +210,36 @@ def test_ctrl_c_in_rl_stops_cleanly_and_prints_the_resume_command(tmp_path, monk
     assert resumed["accuracy_after_rl"] == whole["accuracy_after_rl"]
 
 
+VARIED_REWARD = """
+def varied(prompts, completions, answer, **fields):
+    return [float(len(set(c))) for c in completions]  # differs between samples: the policy moves
+"""
+
+
+def test_the_kl_monitor_measures_from_the_start_of_rl_across_a_resume(tmp_path, monkeypatch):
+    """kl/ref_k3 is the KL to the policy at the start of RL, also after a resume. With kl_coef = 0 the reference
+    exists for the monitor only; it was once made on first use, after the resume, from the resumed policy."""
+    from ascent.app.interrupt import StopRequested
+
+    reward = tmp_path / "varied.py"
+    reward.write_text(VARIED_REWARD)
+    extra = [f"reward={reward}:varied", "train.steps=3", "train.optim.lr=0.01"]
+    assert tiny(tmp_path, *extra).algorithm.kl_coef == 0 and tiny(tmp_path, *extra).train.kl_monitor
+    train(tiny(tmp_path, "name=whole", *extra))
+    with monkeypatch.context() as m:
+        interrupt_at(m, "rl", 2)  # the policy has moved by then (KL 0 at step 2: it first moves in step 2)
+        with pytest.raises(StopRequested):
+            train(tiny(tmp_path, "name=cut", *extra))
+    train(run_dir=tmp_path / "cut", resume=True)
+
+    def kl(run):
+        lines = [json.loads(x) for x in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+        return [x["kl/ref_k3"] for x in lines if x["phase"] == "rl" and "kl/ref_k3" in x]
+
+    assert len(kl("whole")) == 3 and kl("whole")[2] > 1e-6
+    assert kl("cut") == pytest.approx(kl("whole"), rel=1e-5)
+
+
 def test_a_log_gets_a_metrics_line_every_log_every_steps(tmp_path, capsys):
     train(tiny(tmp_path, "name=logged", "logging.progress=true", "logging.log_every=2", "warmstart.steps=4"))
     out = capsys.readouterr().out
@@ -353,3 +383,17 @@ def test_a_recipe_indented_with_tabs_names_the_line_and_the_tab(tmp_path):
     recipe.write_text("train:\n\tsteps: 3\n")
     with pytest.raises(ConfigError, match=r"not valid YAML \(line 2, column 1\): .*spaces, not tabs"):
         load_config(str(recipe), [])
+
+
+def test_without_a_kl_term_the_reference_runs_once_an_update_for_the_monitor(tmp_path, monkeypatch):
+    """kl_coef = 0 and no piece using the reference: the monitor's one reference forward per update (its first
+    micro-batch), not one per micro-batch (once the monitor had made the reference, every micro-batch ran it)."""
+    from ascent.trainer.learner import Learner
+
+    calls = []
+    real = Learner.reference_logprobs
+    monkeypatch.setattr(
+        Learner, "reference_logprobs", lambda self, mb: calls.append(len(mb.input_ids)) or real(self, mb)
+    )
+    train(tiny(tmp_path, "name=mb", "train.steps=3", "train.micro_batch_size=1", "train.skip_zero_advantage=false"))
+    assert calls == [1, 1, 1]
