@@ -105,11 +105,6 @@ def load_full_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer | N
         set_optimizer_state_dict(model, optimizer, state["optimizer"], options=opts)
 
 
-def full_weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The gathered full weights for the rollout workers' weight sync (rank 0; other ranks get {})."""
-    return get_model_state_dict(model, options=FULL)
-
-
 def trainable_names(model: torch.nn.Module) -> list[str]:
     """Names of the trainable parameters in `make_optimizer`'s order: index i of a one-process optimizer's state
     dict is `trainable_names(model)[i]` (the same for a model and its sharded copy)."""
