@@ -162,6 +162,17 @@ def turn_feedback_ref(feedback, rewards, groups, valid, lam, tau):
     return out
 
 
+def pool_of(values, kinds, groups, valid, i, k):
+    """values[j][u] of every turn of kind k in the valid trajectories of trajectory i's group."""
+    return [
+        values[j][u]
+        for j in range(len(kinds))
+        if groups[j] == groups[i] and valid[j]
+        for u in range(len(kinds[j]))
+        if kinds[j][u] == k
+    ]
+
+
 def explore_ref(kinds, feedback, rewards, groups, valid, coef, eps=CFG.std_eps):
     ret = [[rewards[i] + coef * (0.0 if math.isnan(x) else x) for x in f] for i, f in enumerate(feedback)]
     out = [[0.0] * len(f) for f in feedback]
@@ -169,13 +180,7 @@ def explore_ref(kinds, feedback, rewards, groups, valid, coef, eps=CFG.std_eps):
         for t, k in enumerate(row):
             if not valid[i] or k < 0:
                 continue
-            pool = [
-                ret[j][u]
-                for j in range(len(kinds))
-                if groups[j] == groups[i] and valid[j]
-                for u in range(len(kinds[j]))
-                if kinds[j][u] == k
-            ]
+            pool = pool_of(ret, kinds, groups, valid, i, k)
             mu = sum(pool) / len(pool)
             sd = (
                 0.0
@@ -393,13 +398,7 @@ def explore_ref_outcome(kinds, feedback, rewards, groups, valid, coef, eps=CFG.s
         for t, k in enumerate(row):
             if not valid[i] or k < 0:
                 continue
-            pool = [
-                f[j][u]
-                for j in range(len(kinds))
-                if groups[j] == groups[i] and valid[j]
-                for u in range(len(kinds[j]))
-                if kinds[j][u] == k
-            ]
+            pool = pool_of(f, kinds, groups, valid, i, k)
             out[i][t] += f[i][t] - sum(pool) / len(pool)
     return out
 

@@ -106,11 +106,17 @@ def test_iql_updates_q_and_the_policy_with_the_value_it_has_just_updated(tmp_pat
     with torch.no_grad():  # the updated V (lr 0.05: far from the V the step started from)
         v, next_v = algo.value(b.obs), algo.value(b.next_obs)
     assert (v - v_before).abs().max() > 0.01
+    check_iql_gradients(algo, b, critic, actor, next_v, target_q - v)
+
+
+def check_iql_gradients(algo, b, critic, actor, next_v, adv):
+    """The step's critic and policy gradients equal those of Q's target r + 0.9 V(s') with `next_v` and of the
+    weights exp(3 adv) (`critic`, `actor`: copies from before the step; gamma 0.9, beta 3, max weight 100)."""
     y = b.rewards + 0.9 * (1.0 - b.terminated) * next_v
     (critic(b.obs, b.actions) - y).pow(2).mean(dim=1).sum().backward()
     for p_ref, p_algo in zip(critic.parameters(), algo.critic.parameters()):
         assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
-    (-(awr_weights(target_q - v, 3.0, 100.0) * actor.log_prob(b.obs, b.actions)).mean()).backward()
+    (-(awr_weights(adv, 3.0, 100.0) * actor.log_prob(b.obs, b.actions)).mean()).backward()
     for p_ref, p_algo in zip(actor.parameters(), algo.actor.parameters()):
         assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
 
@@ -129,13 +135,7 @@ def test_iql_d3rlpy_update_order_takes_q_target_from_the_value_before_the_step(t
     with torch.no_grad():
         v, next_v_after = algo.value(b.obs), algo.value(b.next_obs)
     assert (next_v_after - next_v_before).abs().max() > 0.01
-    y = b.rewards + 0.9 * (1.0 - b.terminated) * next_v_before
-    (critic(b.obs, b.actions) - y).pow(2).mean(dim=1).sum().backward()
-    for p_ref, p_algo in zip(critic.parameters(), algo.critic.parameters()):
-        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
-    (-(awr_weights(target_q - v, 3.0, 100.0) * actor.log_prob(b.obs, b.actions)).mean()).backward()
-    for p_ref, p_algo in zip(actor.parameters(), algo.actor.parameters()):
-        assert torch.allclose(p_ref.grad, p_algo.grad, atol=1e-5)
+    check_iql_gradients(algo, b, critic, actor, next_v_before, target_q - v)
     with pytest.raises(ValueError, match="update_order"):
         build("iql(hidden=[16], update_order=joint)", bandit_dataset(tmp_path, 200), Bandit, 10)
 
