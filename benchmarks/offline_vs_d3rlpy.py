@@ -7,8 +7,9 @@ Pipeline (every stage cached under `--work`, so a second run costs only the trai
 2. the dataset: `ascent collect EXPERT_RUN --policy run-checkpoint --level medium --steps N` (D4RL's "medium": the
    checkpoint nearest a third of the expert's normalised score, its stochastic policy); Minari format;
 3. per seed, one run per side in its own process, sides alternating A B B A over seeds (the load of a shared
-   machine falls on both); with `--jobs 2` two runs at a time, each pinned to a core of its own and started in
-   that order (so each run shares the machine with one other run, of either side):
+   machine falls on both); by default as many runs at a time as there are cores this process may use (`--jobs`),
+   each pinned to a core of its own and started in that order (so on 2 cores each run shares the machine with one
+   other run, of either side); `--jobs 1` runs them one after the other, unpinned:
    ascent  `ascent train ... classic.dataset=DATA classic.algorithm=ALGO(hidden=H) classic.total_steps=STEPS`
    d3rlpy  `benchmarks/d3rlpy_offline_run.py` (d3rlpy 2.8.1 from .venv-d3rlpy-site, `bash benchmarks/d3rlpy_env.sh`)
    Both: Adam 3e-4, batch 256, gamma 0.99, tau 0.005, ReLU MLPs of `--hidden`, standardised observations, and
@@ -76,15 +77,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )  # fmt: skip
     p.add_argument("--json", default="", help="also write the JSON result here")
     p.add_argument(
-        "--jobs", type=int, default=1,
-        help="training runs at once, each pinned to a core of its own (one torch thread each); 2 on a 2-core "
-        "machine halves the wall time, and every run then shares the machine with one other run",
+        "--jobs", type=int, default=0,
+        help="training runs at once, each pinned to a core of its own (one torch thread each); 0: one per core this "
+        "process may use (2 on a 2-core machine halves the wall time against 1, and every run then shares the "
+        "machine with one other run); 1: one run at a time, unpinned",
     )  # fmt: skip
     args = p.parse_args(argv)
     args.sides = [s for s in args.sides.split(",") if s]
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    args.jobs = args.jobs or len(cores)
     if not 1 <= args.jobs <= len(cores):
-        p.error(f"--jobs must be between 1 and the {len(cores)} cores this process may use, got {args.jobs}")
+        p.error(
+            f"--jobs must be 0 (every core) or between 1 and the {len(cores)} cores this process may use, "
+            f"got {args.jobs}"
+        )
     args.cores = cores
     return args
 

@@ -221,7 +221,7 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
     rows = run_script(
         "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium", "--seeds", "2",
         "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden", "16",
-        "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path),
+        "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path), "--jobs", "1",
     )  # fmt: skip
     r = rows[-1]
     assert r["transitions"] == 300 and r["seeds"] == 2 and r["steps"] == 20
@@ -232,14 +232,15 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
     assert a["score_ci95"][0] <= a["score"] <= a["score_ci95"][1]
     assert (tmp_path / "runs" / "pendulum-expert" / "summary.json").exists()  # cached for the next run
     assert len(list((tmp_path / "runs" / "pendulum-expert" / "checkpoints").glob("step_*"))) == 10
-    # --jobs 2: the two seeds train at once, each pinned to a core of its own, with the same results
+    assert r["jobs"] == 1
+    # by default one run per core: the two seeds train at once, each pinned to a core of its own, same results
     if len(os.sched_getaffinity(0)) >= 2:
         again = run_script(
             "benchmarks/offline_vs_d3rlpy.py", "--algo", "iql", "--dataset", "pendulum-medium", "--seeds", "2",
             "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden",
-            "16", "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path), "--jobs", "2",
+            "16", "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path),
         )[-1]  # fmt: skip
-        assert again["jobs"] == 2 and again["ascent"]["scores"] == a["scores"]
+        assert again["jobs"] == len(os.sched_getaffinity(0)) and again["ascent"]["scores"] == a["scores"]
         cores = [run["core"] for run in again["runs"]["ascent"]]
         assert len(set(cores)) == 2 and set(cores) <= os.sched_getaffinity(0)
     # a diagnostic arm: IQL with d3rlpy's log-std form, its runs under their own names beside the default's
@@ -257,4 +258,4 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
          "--jobs", str(len(os.sched_getaffinity(0)) + 1)],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
-    assert too_many.returncode == 2 and "--jobs must be between 1 and" in too_many.stderr
+    assert too_many.returncode == 2 and "--jobs must be 0 (every core) or between 1 and" in too_many.stderr
