@@ -1,6 +1,9 @@
 """Seeds of one recipe side by side: a markdown table of held-out accuracy (strict and lenient), pass@k and mean
-completion length before RL, after RL and for the control (mean and spread over seeds), and a plot of held-out
-greedy accuracy against optimizer step for RL and the control.
+completion length before RL, after RL and for the control (mean and spread over seeds); RL - control per seed with
+its mean, standard deviation and 95% intervals over seeds (paired bootstrap and Student t), strict and lenient; the
+share of sampled completions cut at the length cap (`rollout/truncated_frac`) at the last step of each phase, and
+its largest value over the phase; and a plot of held-out greedy accuracy against optimizer step for RL and the
+control.
 
     python benchmarks/seeds_report.py runs/arith-s0 runs/arith-s1 runs/arith-s2 --plot docs/img/smollm2_arith.png
 
@@ -62,6 +65,41 @@ def table(summaries: list[dict]) -> str:
     return "\n".join(out + per_seed)
 
 
+def difference(summaries: list[dict], suffix: str = "") -> str:
+    """One line: RL - control over the seeds (points), mean ± sd, the paired bootstrap 95% interval of the mean
+    (`ascent.app.stats.bootstrap_difference`) and the Student-t 95% interval; '' for fewer than two seeds."""
+    pairs = [
+        (100 * s[f"accuracy_control{suffix}"], 100 * s[f"accuracy_after_rl{suffix}"])
+        for s in summaries
+        if f"accuracy_control{suffix}" in s
+    ]
+    if len(pairs) < 2:
+        return ""
+    from scipy.stats import t
+
+    from ascent.app.stats import bootstrap_difference
+
+    gaps = [rl - ctl for ctl, rl in pairs]
+    d = bootstrap_difference([c for c, _ in pairs], [r for _, r in pairs], paired=True)
+    mean, sd, n = statistics.mean(gaps), statistics.stdev(gaps), len(gaps)
+    half = float(t.ppf(0.975, n - 1)) * sd / n**0.5
+    grader = "lenient" if suffix else "strict"
+    return (
+        f"RL - control, {grader}, {n} seeds: {', '.join(f'{g:+.1f}' for g in gaps)}; mean {mean:+.2f} ± {sd:.2f} "
+        f"(sd), 95% paired bootstrap [{d.lo:+.2f}, {d.hi:+.2f}], 95% t [{mean - half:+.2f}, {mean + half:+.2f}]"
+    )
+
+
+def truncation(summary: dict, lines: list[dict]) -> str:
+    """One table row: `rollout/truncated_frac` at the last logged step of the RL and control phases, and the
+    largest value of each phase ('-' where the run logged none)."""
+    cells = []
+    for phase in ("rl", "control"):
+        vals = [x["rollout/truncated_frac"] for x in lines if x.get("phase") == phase and "rollout/truncated_frac" in x]
+        cells.append(f"{vals[-1]:.2f} (max {max(vals):.2f})" if vals else "-")
+    return f"| {summary['seed']} | " + " | ".join(cells) + " |"
+
+
 def curve(summary: dict, lines: list[dict], phase: str, key: str) -> tuple[list[int], list[float]]:
     final = "after_rl" if phase == "rl" else "control"
     metric = "eval/accuracy" if key == "accuracy" else f"eval/{key}"
@@ -106,7 +144,13 @@ def main() -> None:
     p.add_argument("--title", default="", help="plot title")
     args = p.parse_args()
     runs = [load(r) for r in args.runs]
-    print(table([s for s, _ in runs]))
+    summaries = [s for s, _ in runs]
+    print(table(summaries))
+    gaps = [line for line in (difference(summaries), difference(summaries, "_lenient")) if line]
+    if gaps:
+        print("\n" + "\n".join(gaps))
+    print("\n| seed | truncated share, last RL step | last control step |\n|---|---|---|")
+    print("\n".join(truncation(s, lines) for s, lines in runs))
     if args.plot:
         default = (
             f"{runs[0][0]['name']}"

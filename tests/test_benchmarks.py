@@ -169,6 +169,9 @@ def test_seeds_report_tables_and_plots_seeds(tmp_path):
         lines = [
             {"phase": p, "step": 2, "eval/accuracy": 0.3, "eval/accuracy_lenient": 0.35} for p in ("rl", "control")
         ]
+        # the cut share: high mid-run, low at the end of RL; the control logs none on seed 1
+        lines += [{"phase": "rl", "step": i + 1, "rollout/truncated_frac": f} for i, f in enumerate((0.3, 0.05))]
+        lines += [{"phase": "control", "step": 4, "rollout/truncated_frac": 0.125}] if seed == 0 else []
         (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
         runs.append(str(run))
     plot = tmp_path / "plot.png"
@@ -182,6 +185,13 @@ def test_seeds_report_tables_and_plots_seeds(tmp_path):
     assert "| lenient accuracy | 30.0 ± 0.0 (30.0-30.0) | 50.0 ± 7.1 (45.0-55.0) |" in out
     assert "| mean completion tokens | 30.5 | 30.5 | 30.5 |" in out
     assert "| 1 | 25.0 / 30.0 | 50.0 / 55.0 | 36.0 / 41.0 | +14.0 |" in out
+    # paired over the two seeds: +10 and +14; bootstrap means of {10, 12, 14}; t with 1 degree of freedom
+    assert (
+        "RL - control, strict, 2 seeds: +10.0, +14.0; mean +12.00 ± 2.83 (sd), 95% paired bootstrap [+10.00, +14.00], "
+        "95% t [-13.41, +37.41]" in out
+    )
+    assert "RL - control, lenient, 2 seeds: +10.0, +14.0; mean +12.00" in out
+    assert "| 0 | 0.05 (max 0.30) | 0.12 (max 0.12) |" in out and "| 1 | 0.05 (max 0.30) | - |" in out
     assert plot.stat().st_size > 10_000
 
 
