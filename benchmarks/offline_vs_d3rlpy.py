@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for i, seed in enumerate(range(args.first_seed, args.first_seed + args.seeds)):
         order = args.sides if i % 2 == 0 else args.sides[::-1]  # A B, B A, A B: ABBA over seeds
         jobs += [(side, seed) for side in order]
+    args.jobs = min(args.jobs, len(jobs))  # never more at once than there are runs (the JSON says what was used)
     free: queue.Queue[int | None] = queue.Queue()
     for core in args.cores[: args.jobs] if args.jobs > 1 else [None]:
         free.put(core)

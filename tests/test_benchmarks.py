@@ -250,7 +250,7 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
             "--steps", "20", "--hidden", "16", "--eval-episodes", "2", "--expert-steps", "200", "--expert-hidden",
             "16", "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path),
         )[-1]  # fmt: skip
-        assert again["jobs"] == len(os.sched_getaffinity(0)) and again["ascent"]["scores"] == a["scores"]
+        assert again["jobs"] == 2 and again["ascent"]["scores"] == a["scores"]  # two runs: two at once
         cores = [run["core"] for run in again["runs"]["ascent"]]
         assert len(set(cores)) == 2 and set(cores) <= os.sched_getaffinity(0)
     # a diagnostic arm: IQL with d3rlpy's log-std form, its runs under their own names beside the default's
@@ -260,6 +260,7 @@ def test_offline_vs_d3rlpy_builds_expert_and_dataset_then_scores_ascent(tmp_path
         "--data-steps", "300", "--sides", "ascent", "--work", str(tmp_path), "--ascent-params", "log_std=sigmoid",
     )[-1]  # fmt: skip
     assert arm["ascent_params"] == "log_std=sigmoid" and len(arm["ascent"]["scores"]) == 1
+    assert arm["jobs"] == 1  # one run: one at a time, whatever the core count
     (folder,) = (tmp_path / "offline").glob("*-log_std_sigmoid-s0")
     saved = yaml.safe_load((folder / "config.yaml").read_text())["classic"]["algorithm"]
     assert "log_std=sigmoid" in str(saved)  # the run really had the arm's parameter (not only its name)
