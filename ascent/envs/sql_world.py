@@ -55,7 +55,7 @@ from typing import Any, Optional, Sequence
 
 from ascent.envs.base import Observation
 from ascent.envs.search_world import SYLLABLES
-from ascent.envs.tool_env import ToolEnv
+from ascent.envs.tool_env import ToolEnv, parse_answer
 from ascent.envs.tools import CALL_CLOSE, CALL_OPEN, ToolCall, ToolSet, parse_tool_calls, tool
 from ascent.registry import Paper
 
@@ -537,9 +537,37 @@ PROMPT = (
 )
 
 
+ANSWER_FORMATS = ("tag", "sql_block")
+_SQL_BLOCK = re.compile(r"```[ \t]*(?:sql|sqlite)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def parse_sql_block(text: str) -> Optional[str]:
+    r"""The first closed fenced code block (```sql, ```sqlite or bare ```) whose text starts with SELECT or WITH,
+    stripped; None if there is none or the text calls a tool (a tool turn is never an answer).
+
+    >>> parse_sql_block("Use:\n```sql\nSELECT AVG(age) FROM customers;\n```\nDone.")
+    'SELECT AVG(age) FROM customers;'
+    >>> parse_sql_block("```\nCREATE TABLE t (x)\n```\n```\nselect x from t\n```")
+    'select x from t'
+    >>> parse_sql_block("```sql\nSELECT 1"), parse_sql_block('<tool_call>{}</tool_call> ```sql\nSELECT 1\n```')
+    (None, None)
+    """
+    if CALL_OPEN in text:
+        return None
+    for m in _SQL_BLOCK.finditer(text):
+        body = m.group(1).strip()
+        if re.match(r"(select|with)\b", body, re.IGNORECASE):
+            return body
+    return None
+
+
 class SqlEnv(ToolEnv):
     """One Text-to-SQL episode over a `SqlWorld`: tools `list_tables`, `describe_table`, `run_query`; the final
-    `<answer>SQL</answer>` scores 1 when its result matches the gold query's (`results_match`), else 0."""
+    `<answer>SQL</answer>` scores 1 when its result matches the gold query's (`results_match`), else 0.
+
+    `answer_format="sql_block"` also takes a turn without a tool call whose reply holds a closed fenced code block
+    starting with SELECT or WITH (```sql ... ```, the form instruction-tuned models write unprompted) as the final
+    query; `<answer>` still counts first."""
 
     def __init__(
         self,
@@ -550,9 +578,12 @@ class SqlEnv(ToolEnv):
         digits: int = 6,
         timeout: float = 5.0,
         max_output_chars: int = 1000,
+        answer_format: str = "tag",
     ) -> None:
         """`prompt` has the fields {question}, {tools} and {schema} (every table's CREATE statement)."""
-        self.world, self.template = world, prompt
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
+        self.world, self.template, self.answer_format = world, prompt, answer_format
         self.max_rows, self.query_seconds, self.digits = max_rows, query_seconds, digits
         tools = [tool(self.list_tables), tool(self.describe_table), tool(self.run_query)]
         super().__init__(ToolSet(tools, timeout=timeout, max_output_chars=max_output_chars))
@@ -582,6 +613,12 @@ class SqlEnv(ToolEnv):
         with self._lock:
             self.queries.append(sql)
         return format_result(self.world.execute(sql, self.max_rows, self.query_seconds), self.max_rows)
+
+    def final_answer(self, action: str) -> Optional[str]:
+        answer = parse_answer(action)
+        if answer is None and self.answer_format == "sql_block":
+            answer = parse_sql_block(action)
+        return answer
 
     def reset(self, task: SqlQuestion) -> Observation:
         self.queries = []

@@ -68,6 +68,10 @@ class ToolEnv(Env):
         """(reward, info) of the final `answer` for `self.task`."""
         raise NotImplementedError(f"{type(self).__name__} must implement score(answer)")
 
+    def final_answer(self, action: str) -> Optional[str]:
+        """The final answer `action` gives, or None (a tool turn): `parse_answer` unless a subclass accepts more."""
+        return parse_answer(action)
+
     def reset(self, task: Any) -> Observation:
         self.task, self.calls, self.turns, self.done = task, [], 0, False
         return self.prompt(task)
@@ -78,7 +82,7 @@ class ToolEnv(Env):
         if self.done:
             raise RuntimeError(f"{type(self).__name__}.step called after the episode ended; call reset")
         self.turns += 1
-        answer = parse_answer(action)
+        answer = self.final_answer(action)
         if answer is not None:
             self.done = True
             reward, info = self.score(answer)

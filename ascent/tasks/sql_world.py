@@ -21,6 +21,7 @@ from ascent.config.schema import DataConfig
 from ascent.envs.sql_world import (
     AGRO_SQL,
     ALPHABET,
+    ANSWER_FORMATS,
     DOMAINS,
     KINDS,
     SKYRL_SQL,
@@ -59,6 +60,9 @@ class SqlWorldParams:
     prompt: str = "Q: {question}"
     """First user message; fields {question}, {tools} (the tools' specs and call syntax), {schema} (every table's
     CREATE statement)."""
+    answer_format: str = "tag"
+    """How the final query may be given: tag, only `<answer>SQL</answer>`; sql_block, also a closed fenced code block
+    starting with SELECT or WITH in a turn without a tool call (`ascent.envs.sql_world.parse_sql_block`)."""
     oracle_p_mistake: float = 0.5
     """Warm-start oracle: probability of answering at once with a plausible wrong query, in [0, 1]."""
     oracle_mistake_kinds: list[str] = field(default_factory=list)
@@ -73,6 +77,8 @@ class SqlWorldParams:
         bad = sorted(set(self.kinds) - set(KINDS)) + sorted(set(self.oracle_mistake_kinds) - set(KINDS))
         if not self.kinds or bad:
             raise ValueError(f"kinds: unknown {bad} (or empty); choose among {list(KINDS)}")
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {list(ANSWER_FORMATS)}, got {self.answer_format!r}")
         if not 0 <= self.oracle_p_mistake <= 1:
             raise ValueError(f"oracle_p_mistake must be in [0, 1], got {self.oracle_p_mistake}")
         if min(self.questions_per_world, self.max_rows) < 1 or self.query_seconds <= 0:
@@ -153,7 +159,9 @@ class SqlWorlds:
     def make_env(self) -> WorldsEnv:
         c = self.cfg
         first = self.world(c.domains[0], 0)
-        return WorldsEnv(first, prompt=c.prompt, max_rows=c.max_rows, query_seconds=c.query_seconds)
+        return WorldsEnv(
+            first, prompt=c.prompt, max_rows=c.max_rows, query_seconds=c.query_seconds, answer_format=c.answer_format
+        )
 
     def demonstrator(self, rows: list[Row], rng: random.Random) -> Responder:
         """The oracle for these rows' episodes, sharing one random stream seeded from `rng`; a context is routed
@@ -181,8 +189,9 @@ class SqlWorlds:
         "generated databases (3 domains, 2 tables each) and templated questions of 5 difficulty levels instead of "
         "Spider/BIRD/SynSQL databases and human or LLM-written questions: no download, exact gold SQL, disjoint "
         "train/held-out databases",
-        "tools list_tables / describe_table / run_query called as JSON tool calls and a final <answer>SQL</answer>, "
-        "instead of SkyRL-SQL's <sql>...</sql> blocks with <observation> replies and a final <solution>",
+        "tools list_tables / describe_table / run_query called as JSON tool calls and a final <answer>SQL</answer> "
+        "(answer_format=sql_block: also a fenced ```sql block in a turn without a tool call), instead of "
+        "SkyRL-SQL's <sql>...</sql> blocks with <observation> replies and a final <solution>",
         "no data factory (AGRO-SQL's synthesis with execution verification) beyond checking that every gold query "
         "returns rows and its wrong variant a different result; the warm start imitates a scripted oracle rather "
         "than AGRO-SQL's diversity-aware cold start",

@@ -257,6 +257,31 @@ def test_ordered_question_needs_the_order(world):
     assert env.step(f"<answer>{q.sql.replace(' DESC', ' ASC')}</answer>").info["exec_match"] is False
 
 
+def test_sql_block_answers_only_where_asked_and_never_beside_a_tool_call(world):
+    (q,) = world.questions(1, kinds=["count"], seed=1)
+    block = f"Here is the query:\n```sql\n{q.sql};\n```\nIt counts the rows."
+    tag_env = SqlEnv(world)  # the default: only <answer> ends the episode
+    tag_env.reset(q)
+    r = tag_env.step(block)
+    assert not r.done and r.observation.startswith("Error: no tool call and no answer")
+    env = SqlEnv(world, answer_format="sql_block")
+    env.reset(q)
+    r = env.step(block)
+    assert r.done and r.reward == 1.0 and r.info["answer"] == f"{q.sql};"
+    env.reset(q)  # <answer> is read first; a wrong tagged answer is not rescued by a right block
+    assert env.step(f"<answer>{q.wrong_sql}</answer>\n```sql\n{q.sql}\n```").reward == 0.0
+    env.reset(q)  # a tool turn is a tool turn, whatever code block it also holds
+    r = env.step(call("list_tables") + f"\n```sql\n{q.sql}\n```")
+    assert not r.done and r.info["tool_calls"] == 1
+    env.reset(q)  # an unclosed block (cut at the token cap) and a block that is not a query are no answers
+    assert not env.step(f"```sql\n{q.sql}").done
+    assert not env.step("```sql\nCREATE TABLE x (y)\n```").done
+    r = env.step("```sql\nDELETE FROM orders\n```\n```sql\nSELECT COUNT(*) FROM orders; DROP TABLE orders\n```")
+    assert r.done and r.reward == 0.0 and "one SQL statement" in r.info["sql_error"]
+    with pytest.raises(ValueError, match="answer_format"):
+        SqlEnv(world, answer_format="markdown")
+
+
 def run_oracle(world, oracle, q) -> tuple[float, list[str]]:
     env = SqlEnv(world)
     context = env.reset(q).text

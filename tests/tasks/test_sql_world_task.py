@@ -44,6 +44,12 @@ def test_rows_rebuild_their_question_and_bad_params_are_clear(task):
         SqlWorldParams(kinds=["filter", "pivot"])
     with pytest.raises(ValueError, match="domains"):
         SqlWorldParams(domains=["zoo"])
+    with pytest.raises(ValueError, match="answer_format"):
+        SqlWorldParams(answer_format="markdown")
+    env = sql_world_task(
+        DataConfig(task="sql_world", num_train=4, num_eval=2), seed=2, params=SqlWorldParams(answer_format="sql_block")
+    ).agent.make_env()
+    assert env.answer_format == "sql_block"
 
 
 def test_demonstrations_score_by_execution_match(task):
