@@ -67,7 +67,8 @@ def table(summaries: list[dict]) -> str:
 
 def difference(summaries: list[dict], suffix: str = "") -> str:
     """One line: RL - control over the seeds (points), mean ± sd, the paired bootstrap 95% interval of the mean
-    (`ascent.app.stats.bootstrap_difference`) and the Student-t 95% interval; '' for fewer than two seeds."""
+    (`ascent.app.stats.bootstrap_difference`) and the Student-t 95% interval (`ascent.app.report.interval95`);
+    '' for fewer than two seeds."""
     pairs = [
         (100 * s[f"accuracy_control{suffix}"], 100 * s[f"accuracy_after_rl{suffix}"])
         for s in summaries
@@ -75,18 +76,17 @@ def difference(summaries: list[dict], suffix: str = "") -> str:
     ]
     if len(pairs) < 2:
         return ""
-    from scipy.stats import t
-
+    from ascent.app.report import interval95
     from ascent.app.stats import bootstrap_difference
 
     gaps = [rl - ctl for ctl, rl in pairs]
     d = bootstrap_difference([c for c, _ in pairs], [r for _, r in pairs], paired=True)
     mean, sd, n = statistics.mean(gaps), statistics.stdev(gaps), len(gaps)
-    half = float(t.ppf(0.975, n - 1)) * sd / n**0.5
+    lo, hi = interval95(mean, sd, n)
     grader = "lenient" if suffix else "strict"
     return (
         f"RL - control, {grader}, {n} seeds: {', '.join(f'{g:+.1f}' for g in gaps)}; mean {mean:+.2f} ± {sd:.2f} "
-        f"(sd), 95% paired bootstrap [{d.lo:+.2f}, {d.hi:+.2f}], 95% t [{mean - half:+.2f}, {mean + half:+.2f}]"
+        f"(sd), 95% paired bootstrap [{d.lo:+.2f}, {d.hi:+.2f}], 95% t [{lo:+.2f}, {hi:+.2f}]"
     )
 
 
